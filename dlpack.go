@@ -1,0 +1,139 @@
+// Package dlpack exchanges tensors between Go and any library that speaks
+// DLPack, the in-memory tensor ABI shared by NumPy, PyTorch, JAX, CuPy, Arrow
+// and most C/C++ array code, without copying the data.
+//
+// Ownership in five sentences. A DLPack tensor is lent, never shared: exactly
+// one party owns a managed tensor at any moment, and the borrower calls its
+// deleter exactly once when done. [Export] lends Go memory to C: the data
+// stays where it is, pinned, until the consumer calls the deleter, from any
+// thread, at any time; [Outstanding] counts exports not yet released.
+// [Import] takes ownership of a foreign tensor after checking every field and
+// returns a [Foreign] whose Close calls the producer's deleter exactly once
+// (a cleanup does it for owners that are never closed, and counts it); on a
+// validation error the tensor is released at once. Views of foreign memory
+// ([Slice], [View]) are valid only while the owner is open, and the
+// read-only flag is honoured: read-only data is never handed out writable.
+//
+// The mirror structs in this file ([Tensor], [ManagedTensor],
+// [ManagedTensorVersioned], [ExchangeAPI]) are field-for-field copies of the
+// C structs in include/dlpack/dlpack.h; the build fails if any size or offset
+// differs from the C compiler's. They are plain data: behaviour lives on the
+// safe types ([Foreign], [Buffer]) and functions.
+package dlpack
+
+import "strconv"
+
+// The DLPack ABI version this package implements and exports.
+const (
+	MajorVersion = 1
+	MinorVersion = 3
+)
+
+// Version mirrors DLPackVersion. Only a major version equal to MajorVersion
+// can be read; any minor version is accepted, and values a newer minor adds
+// (device types, type codes, flags) are rejected at validation.
+type Version struct {
+	Major uint32
+	Minor uint32
+}
+
+// CurrentVersion is the version this package writes into its exports.
+var CurrentVersion = Version{Major: MajorVersion, Minor: MinorVersion}
+
+// Flags mirrors DLManagedTensorVersioned.flags.
+type Flags uint64
+
+// The flag bits defined by DLPack 1.3.
+const (
+	// FlagReadOnly: the data must not be written.
+	FlagReadOnly Flags = 1 << 0
+	// FlagIsCopied: the producer made a copy that the consumer alone owns.
+	FlagIsCopied Flags = 1 << 1
+	// FlagSubbyteTypePadded: each element of a sub-byte type (fp4, fp6)
+	// occupies a whole byte instead of being packed.
+	FlagSubbyteTypePadded Flags = 1 << 2
+
+	knownFlags = FlagReadOnly | FlagIsCopied | FlagSubbyteTypePadded
+)
+
+// Tensor mirrors DLTensor: a plain descriptor with no ownership. The first
+// element is at Data + ByteOffset; Strides count elements. Data is a uintptr
+// because it may be a device address; Shape and Strides are host pointers
+// or nil.
+type Tensor struct {
+	Data       uintptr
+	Device     Device
+	NDim       int32
+	DType      DataType
+	Shape      *int64
+	Strides    *int64
+	ByteOffset uint64
+}
+
+// ManagedTensor mirrors the legacy (pre-1.0) DLManagedTensor, which carries
+// no version and no flags. Deleter holds a C function pointer.
+type ManagedTensor struct {
+	DLTensor   Tensor
+	ManagerCtx uintptr
+	Deleter    uintptr
+}
+
+// ManagedTensorVersioned mirrors DLManagedTensorVersioned (DLPack 1.0 and
+// later). Deleter holds a C function pointer.
+type ManagedTensorVersioned struct {
+	Version    Version
+	ManagerCtx uintptr
+	Deleter    uintptr
+	Flags      Flags
+	DLTensor   Tensor
+}
+
+// ExchangeAPIHeader mirrors DLPackExchangeAPIHeader. PrevAPI is the address
+// of an older table (or 0).
+type ExchangeAPIHeader struct {
+	Version Version
+	PrevAPI uintptr
+}
+
+// ExchangeAPI mirrors the DLPack 1.3 DLPackExchangeAPI table. Every entry is
+// a C function pointer (or 0); see include/dlpack/dlpack.h for signatures.
+type ExchangeAPI struct {
+	Header                          ExchangeAPIHeader
+	ManagedTensorAllocator          uintptr
+	ManagedTensorFromPyObjectNoSync uintptr
+	ManagedTensorToPyObjectNoSync   uintptr
+	DLTensorFromPyObjectNoSync      uintptr
+	CurrentWorkStream               uintptr
+}
+
+// String returns the flags as a list of names, such as "READ_ONLY|IS_COPIED".
+func (f Flags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	s := ""
+	add := func(name string) {
+		if s != "" {
+			s += "|"
+		}
+		s += name
+	}
+	if f&FlagReadOnly != 0 {
+		add("READ_ONLY")
+	}
+	if f&FlagIsCopied != 0 {
+		add("IS_COPIED")
+	}
+	if f&FlagSubbyteTypePadded != 0 {
+		add("IS_SUBBYTE_TYPE_PADDED")
+	}
+	if rest := f &^ knownFlags; rest != 0 {
+		add("0x" + strconv.FormatUint(uint64(rest), 16))
+	}
+	return s
+}
+
+// String returns "major.minor".
+func (v Version) String() string {
+	return strconv.FormatUint(uint64(v.Major), 10) + "." + strconv.FormatUint(uint64(v.Minor), 10)
+}

@@ -1,0 +1,317 @@
+package dlpack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DataTypeCode mirrors DLDataTypeCode. It is a plain integer, not a closed
+// enum: a newer producer may send a code this package does not know, which
+// IsKnown reports and validation rejects.
+type DataTypeCode uint8
+
+// The type codes of DLPack 1.3.
+const (
+	CodeInt               DataTypeCode = 0
+	CodeUInt              DataTypeCode = 1
+	CodeFloat             DataTypeCode = 2
+	CodeOpaqueHandle      DataTypeCode = 3
+	CodeBfloat            DataTypeCode = 4
+	CodeComplex           DataTypeCode = 5
+	CodeBool              DataTypeCode = 6
+	CodeFloat8E3M4        DataTypeCode = 7
+	CodeFloat8E4M3        DataTypeCode = 8
+	CodeFloat8E4M3B11FNUZ DataTypeCode = 9
+	CodeFloat8E4M3FN      DataTypeCode = 10
+	CodeFloat8E4M3FNUZ    DataTypeCode = 11
+	CodeFloat8E5M2        DataTypeCode = 12
+	CodeFloat8E5M2FNUZ    DataTypeCode = 13
+	CodeFloat8E8M0FNU     DataTypeCode = 14
+	CodeFloat6E2M3FN      DataTypeCode = 15
+	CodeFloat6E3M2FN      DataTypeCode = 16
+	CodeFloat4E2M1FN      DataTypeCode = 17
+)
+
+// codeInfo describes each known code: its name in type strings and, for the
+// fixed-width formats, the only bit width the spec allows (0: see bitsOK).
+var codeInfo = [...]struct {
+	name      string
+	fixedBits uint8
+}{
+	CodeInt:               {"int", 0},
+	CodeUInt:              {"uint", 0},
+	CodeFloat:             {"float", 0},
+	CodeOpaqueHandle:      {"handle", 0},
+	CodeBfloat:            {"bfloat16", 16},
+	CodeComplex:           {"complex", 0},
+	CodeBool:              {"bool", 8},
+	CodeFloat8E3M4:        {"float8_e3m4", 8},
+	CodeFloat8E4M3:        {"float8_e4m3", 8},
+	CodeFloat8E4M3B11FNUZ: {"float8_e4m3b11fnuz", 8},
+	CodeFloat8E4M3FN:      {"float8_e4m3fn", 8},
+	CodeFloat8E4M3FNUZ:    {"float8_e4m3fnuz", 8},
+	CodeFloat8E5M2:        {"float8_e5m2", 8},
+	CodeFloat8E5M2FNUZ:    {"float8_e5m2fnuz", 8},
+	CodeFloat8E8M0FNU:     {"float8_e8m0fnu", 8},
+	CodeFloat6E2M3FN:      {"float6_e2m3fn", 6},
+	CodeFloat6E3M2FN:      {"float6_e3m2fn", 6},
+	CodeFloat4E2M1FN:      {"float4_e2m1fn", 4},
+}
+
+// IsKnown reports whether c is one of the codes of DLPack 1.3.
+func (c DataTypeCode) IsKnown() bool { return int(c) < len(codeInfo) }
+
+// String returns the code's name ("float", "float8_e4m3fn"), or "code(N)".
+func (c DataTypeCode) String() string {
+	if c.IsKnown() {
+		return codeInfo[c].name
+	}
+	return "code(" + strconv.Itoa(int(c)) + ")"
+}
+
+// DataType mirrors DLDataType: the element type of a tensor. Lanes is 1 for
+// scalar elements and more for vector types.
+type DataType struct {
+	Code  DataTypeCode
+	Bits  uint8
+	Lanes uint16
+}
+
+// Named data types, one for every code of DLPack 1.3 at its usual width.
+var (
+	Bool           = DataType{CodeBool, 8, 1}
+	Int8           = DataType{CodeInt, 8, 1}
+	Int16          = DataType{CodeInt, 16, 1}
+	Int32          = DataType{CodeInt, 32, 1}
+	Int64          = DataType{CodeInt, 64, 1}
+	Uint8          = DataType{CodeUInt, 8, 1}
+	Uint16         = DataType{CodeUInt, 16, 1}
+	Uint32         = DataType{CodeUInt, 32, 1}
+	Uint64         = DataType{CodeUInt, 64, 1}
+	Float16        = DataType{CodeFloat, 16, 1}
+	Float32        = DataType{CodeFloat, 32, 1}
+	Float64        = DataType{CodeFloat, 64, 1}
+	BFloat16       = DataType{CodeBfloat, 16, 1}
+	Complex64      = DataType{CodeComplex, 64, 1}
+	Complex128     = DataType{CodeComplex, 128, 1}
+	OpaqueHandle64 = DataType{CodeOpaqueHandle, 64, 1}
+
+	Float8E3M4        = DataType{CodeFloat8E3M4, 8, 1}
+	Float8E4M3        = DataType{CodeFloat8E4M3, 8, 1}
+	Float8E4M3B11FNUZ = DataType{CodeFloat8E4M3B11FNUZ, 8, 1}
+	Float8E4M3FN      = DataType{CodeFloat8E4M3FN, 8, 1}
+	Float8E4M3FNUZ    = DataType{CodeFloat8E4M3FNUZ, 8, 1}
+	Float8E5M2        = DataType{CodeFloat8E5M2, 8, 1}
+	Float8E5M2FNUZ    = DataType{CodeFloat8E5M2FNUZ, 8, 1}
+	Float8E8M0FNU     = DataType{CodeFloat8E8M0FNU, 8, 1}
+	Float6E2M3FN      = DataType{CodeFloat6E2M3FN, 6, 1}
+	Float6E3M2FN      = DataType{CodeFloat6E3M2FN, 6, 1}
+	Float4E2M1FN      = DataType{CodeFloat4E2M1FN, 4, 1}
+)
+
+// String returns the type's name: "float32", "bfloat16", "float8_e4m3fn",
+// "bool", with an "xN" suffix for N lanes ("int8x4"). A type whose bit width
+// is not the one its code fixes, or whose code is unknown, prints as
+// "dtype(code=C,bits=B)" (plus the lanes suffix). ParseDataType reads back
+// every string String returns.
+func (d DataType) String() string {
+	var s string
+	switch {
+	case !d.Code.IsKnown() || (codeInfo[d.Code].fixedBits != 0 && d.Bits != codeInfo[d.Code].fixedBits):
+		s = "dtype(code=" + strconv.Itoa(int(d.Code)) + ",bits=" + strconv.Itoa(int(d.Bits)) + ")"
+	case codeInfo[d.Code].fixedBits != 0:
+		s = codeInfo[d.Code].name
+	default:
+		s = codeInfo[d.Code].name + strconv.Itoa(int(d.Bits))
+	}
+	if d.Lanes != 1 {
+		s += "x" + strconv.Itoa(int(d.Lanes))
+	}
+	return s
+}
+
+// ParseDataType parses the names String returns, such as "float32",
+// "bfloat16", "float8_e4m3fn", "complex128", "bool", "int8x4" or
+// "dtype(code=42,bits=8)". It checks the syntax only; use Validate to check
+// the type against the spec.
+func ParseDataType(s string) (DataType, error) {
+	if d, ok := parseScalarType(s); ok {
+		return d, nil
+	}
+	// "int8x4": a scalar type and a lanes suffix.
+	if i := strings.LastIndexByte(s, 'x'); i > 0 && isDigits(s[i+1:]) {
+		if d, ok := parseScalarType(s[:i]); ok {
+			n, err := strconv.ParseUint(s[i+1:], 10, 16)
+			if err != nil {
+				return DataType{}, fieldErr(ErrDataType, "dtype", strconv.Quote(s), "lanes out of range")
+			}
+			d.Lanes = uint16(n)
+			return d, nil
+		}
+	}
+	return DataType{}, fieldErr(ErrDataType, "dtype", strconv.Quote(s), "unknown type name")
+}
+
+// parseScalarType parses a name without a lanes suffix.
+func parseScalarType(s string) (DataType, bool) {
+	if rest, ok := strings.CutPrefix(s, "dtype(code="); ok && strings.HasSuffix(rest, ")") {
+		code, bits, ok := strings.Cut(strings.TrimSuffix(rest, ")"), ",bits=")
+		c, err1 := strconv.ParseUint(code, 10, 8)
+		b, err2 := strconv.ParseUint(bits, 10, 8)
+		if !ok || err1 != nil || err2 != nil {
+			return DataType{}, false
+		}
+		return DataType{DataTypeCode(c), uint8(b), 1}, true
+	}
+	// Fixed-width names first: "float8_e4m3fn" must not parse as "float" 8.
+	for c, info := range codeInfo {
+		if info.fixedBits != 0 && s == info.name {
+			return DataType{DataTypeCode(c), info.fixedBits, 1}, true
+		}
+	}
+	for c, info := range codeInfo {
+		if info.fixedBits != 0 {
+			continue
+		}
+		if digits, ok := strings.CutPrefix(s, info.name); ok && isDigits(digits) {
+			b, err := strconv.ParseUint(digits, 10, 8)
+			if err != nil {
+				return DataType{}, false
+			}
+			return DataType{DataTypeCode(c), uint8(b), 1}, true
+		}
+	}
+	return DataType{}, false
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks d against the DLPack 1.3 rules: a known code; lanes >= 1;
+// bool 8 bits; bfloat 16; float 16, 32 or 64; complex 32, 64 or 128; fp8
+// codes 8, fp6 6 and fp4 4 bits; int and uint 1, 2, 4, 8, 16, 32 or 64;
+// opaque handles any non-zero width.
+func (d DataType) Validate() error {
+	if !d.Code.IsKnown() {
+		return fieldErr(ErrDataType, "dtype.code", int(d.Code), "unknown type code")
+	}
+	if d.Lanes == 0 {
+		return fieldErr(ErrDataType, "dtype.lanes", 0, "lanes must be at least 1")
+	}
+	if !d.bitsOK() {
+		return fieldErr(ErrDataType, "dtype.bits", int(d.Bits), "not a valid width for "+d.Code.String())
+	}
+	return nil
+}
+
+func (d DataType) bitsOK() bool {
+	if f := codeInfo[d.Code].fixedBits; f != 0 {
+		return d.Bits == f
+	}
+	switch d.Code {
+	case CodeInt, CodeUInt:
+		switch d.Bits {
+		case 1, 2, 4, 8, 16, 32, 64:
+			return true
+		}
+	case CodeFloat:
+		return d.Bits == 16 || d.Bits == 32 || d.Bits == 64
+	case CodeComplex:
+		return d.Bits == 32 || d.Bits == 64 || d.Bits == 128
+	case CodeOpaqueHandle:
+		return d.Bits != 0
+	}
+	return false
+}
+
+// IsSubbyte reports whether one element (all lanes) is smaller than a byte
+// or not a whole number of bytes.
+func (d DataType) IsSubbyte() bool { return (int(d.Bits)*int(d.Lanes))%8 != 0 }
+
+// ItemSize returns the bytes one element occupies, for types whose elements
+// are a whole number of bytes; 0 for sub-byte types.
+func (d DataType) ItemSize() int {
+	if d.IsSubbyte() {
+		return 0
+	}
+	return int(d.Bits) * int(d.Lanes) / 8
+}
+
+// StorageBytes returns the bytes n elements occupy in a compact buffer. For
+// sub-byte types the elements are packed (little bit-endian) unless padded
+// is true (FlagSubbyteTypePadded), in which case each lane takes one byte.
+// It reports false on overflow or negative n.
+func (d DataType) StorageBytes(n int64, padded bool) (int64, bool) {
+	if n < 0 {
+		return 0, false
+	}
+	if d.IsSubbyte() && padded {
+		return mulCheck(n, int64(d.Lanes))
+	}
+	bitsPer := int64(d.Bits) * int64(d.Lanes)
+	total, ok := mulCheck(n, bitsPer)
+	if !ok {
+		return 0, false
+	}
+	return total/8 + boolInt(total%8 != 0), true
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Element is the set of Go types that have a DLPack data type and may be
+// viewed or exported directly. DLPack bool elements are bytes holding 0 or 1,
+// which is what Go's bool is; a producer that stores other byte values in a
+// bool tensor should be viewed as uint8 instead.
+type Element interface {
+	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 |
+		float32 | float64 | complex64 | complex128 | bool
+}
+
+// DataTypeOf returns the DLPack data type of the Go element type T.
+func DataTypeOf[T Element]() DataType {
+	var z T
+	switch any(z).(type) {
+	case int8:
+		return Int8
+	case int16:
+		return Int16
+	case int32:
+		return Int32
+	case int64:
+		return Int64
+	case uint8:
+		return Uint8
+	case uint16:
+		return Uint16
+	case uint32:
+		return Uint32
+	case uint64:
+		return Uint64
+	case float32:
+		return Float32
+	case float64:
+		return Float64
+	case complex64:
+		return Complex64
+	case complex128:
+		return Complex128
+	case bool:
+		return Bool
+	}
+	panic(fmt.Sprintf("dlpack: DataTypeOf: unreachable type %T", z))
+}

@@ -1,0 +1,311 @@
+package dlpack
+
+import (
+	"runtime"
+	"runtime/cgo"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Foreign is an imported tensor: a handle to a managed tensor that this
+// package owns on the caller's behalf. It is a small value; copies refer to
+// the same tensor, and Close through any of them releases it.
+//
+// Every field was validated before ownership was taken, and the accessors
+// return copies made at that time. Accessors of a closed Foreign return zero
+// values (Err tells why); views return ErrClosed. The zero Foreign is closed.
+//
+// Views of the data ([Slice], [ViewOf]) point into the producer's memory.
+// A [View] keeps the Foreign alive; a plain slice does not, so keep the
+// Foreign reachable (defer Close) while a slice is in use:
+//
+//	t, err := dlpack.Import(p)
+//	if err != nil { return err } // p was already released
+//	defer t.Close()
+//	xs, err := dlpack.Slice[float32](t)
+type Foreign struct {
+	s   *foreignState
+	gen uint32
+}
+
+// foreignState is the shared state behind Foreign handles. Owned imports
+// allocate one each, with a cleanup; scoped imports (Borrow) reuse pooled
+// ones and bump gen when the scope ends, so stale handles read as closed.
+type foreignState struct {
+	gen     atomic.Uint32
+	self    atomic.Uintptr // the managed struct; 0 once released
+	deleter uintptr
+	scoped  bool
+	cleanup runtime.Cleanup
+
+	c      checked
+	hostOK bool           // CPU views allowed (CPU, or host memory with AllowHostMemory)
+	goBase unsafe.Pointer // Go-memory export of this package: the pinned object
+	goOff  uintptr        // data - goBase
+	dims   [16]int64      // shape and strides storage for ndim <= 8
+	extra  []int64        // shape and strides storage for larger ndim
+}
+
+type importKind uint8
+
+const (
+	importAssumeWritable importKind = iota + 1
+	importHostMemory
+	importDataType
+	importNDim
+	importDevice
+	importWritable
+	importContiguous
+)
+
+// ImportOption states an assumption or a requirement of an import. A tensor
+// that fails a requirement is released and the error wraps ErrRequirement.
+// The zero value does nothing.
+type ImportOption struct {
+	kind importKind
+	dt   DataType
+	n    int
+	dev  Device
+}
+
+// AssumeWritable lets legacy tensors, which carry no read-only flag, be
+// viewed writable. Without it they are read-only (NumPy's rule). It has no
+// effect on versioned tensors, whose flag decides.
+func AssumeWritable() ImportOption { return ImportOption{kind: importAssumeWritable} }
+
+// AllowHostMemory allows CPU views of host-accessible device memory
+// (CUDAHost, ROCMHost, CUDAManaged). Without it only CPU tensors can be
+// viewed from Go. The caller is responsible for stream synchronisation.
+func AllowHostMemory() ImportOption { return ImportOption{kind: importHostMemory} }
+
+// RequireDataType requires the tensor's data type to be dt.
+func RequireDataType(dt DataType) ImportOption { return ImportOption{kind: importDataType, dt: dt} }
+
+// RequireNDim requires the tensor to have n dimensions.
+func RequireNDim(n int) ImportOption { return ImportOption{kind: importNDim, n: n} }
+
+// RequireDevice requires the tensor to live on d.
+func RequireDevice(d Device) ImportOption { return ImportOption{kind: importDevice, dev: d} }
+
+// RequireWritable requires a tensor that may be written (not read-only; for
+// legacy tensors, AssumeWritable must also be given).
+func RequireWritable() ImportOption { return ImportOption{kind: importWritable} }
+
+// RequireContiguous requires a compact row-major tensor.
+func RequireContiguous() ImportOption { return ImportOption{kind: importContiguous} }
+
+// Import takes ownership of a DLManagedTensorVersioned at p and validates it.
+//
+// The major version is checked before any other field is read. On any error
+// the tensor is released at once (its deleter called, unless NULL) and the
+// error wraps a sentinel (ErrVersion, ErrShape, ErrDataType, ...) and names
+// the field and value; the caller must not touch p again either way. A nil
+// p returns ErrNilPointer.
+//
+// On success the caller owns the returned Foreign and should Close it; a
+// Foreign that becomes unreachable unclosed is released by a cleanup and
+// counted in Stats.LeakedImports.
+func Import(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
+	return importOwned(p, false, opts)
+}
+
+// ImportLegacy is Import for a pre-1.0 DLManagedTensor. It has no version
+// and no flags: NULL strides mean compact row-major, and the data is
+// read-only unless AssumeWritable is given.
+func ImportLegacy(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
+	return importOwned(p, true, opts)
+}
+
+// leakArg is what the cleanup of an owned import needs; it must not refer
+// to the foreignState, or the state would never become unreachable.
+type leakArg struct{ self, deleter uintptr }
+
+func releaseLeaked(a leakArg) {
+	leakedImports.Add(1)
+	callDeleter(a.deleter, a.self)
+}
+
+func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, error) {
+	s := new(foreignState)
+	if err := s.load(p, legacy, opts); err != nil {
+		return Foreign{}, err
+	}
+	s.cleanup = runtime.AddCleanup(s, releaseLeaked, leakArg{uintptr(p), s.deleter})
+	return Foreign{s: s}, nil
+}
+
+var scopePool = sync.Pool{New: func() any { return &foreignState{scoped: true} }}
+
+// Borrow imports the DLManagedTensorVersioned at p for the duration of fn:
+// it validates the tensor like Import, calls fn, and releases the tensor
+// when fn returns (or panics). It allocates nothing and registers no
+// cleanup, which makes it the fastest way to consume a tensor.
+//
+// The Foreign passed to fn, and every slice or view made from it, is valid
+// only until fn returns; afterwards the handle reads as closed. fn may
+// Close it early. On a validation error fn is not called, the tensor is
+// released, and the error is returned; otherwise Borrow returns fn's error.
+func Borrow(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
+	return borrow(p, false, fn, opts)
+}
+
+// BorrowLegacy is Borrow for a pre-1.0 DLManagedTensor.
+func BorrowLegacy(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
+	return borrow(p, true, fn, opts)
+}
+
+func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []ImportOption) error {
+	s := scopePool.Get().(*foreignState)
+	if err := s.load(p, legacy, opts); err != nil {
+		s.endScope()
+		return err
+	}
+	defer s.endScope()
+	return fn(Foreign{s: s, gen: s.gen.Load()})
+}
+
+// endScope releases a scoped tensor not closed by fn, invalidates every
+// handle to it and returns the state to the pool.
+func (s *foreignState) endScope() {
+	s.release()
+	s.gen.Add(1)
+	s.c = checked{}
+	s.goBase, s.goOff, s.deleter, s.hostOK = nil, 0, 0, false
+	scopePool.Put(s)
+}
+
+// release calls the deleter once, whoever calls first.
+func (s *foreignState) release() {
+	p := s.self.Swap(0)
+	if p == 0 {
+		return
+	}
+	if !s.scoped {
+		s.cleanup.Stop()
+	}
+	callDeleter(s.deleter, p)
+	runtime.KeepAlive(s)
+}
+
+// load validates the managed tensor at p and takes ownership of it; on
+// error it has already released it.
+func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) error {
+	if p == nil {
+		return fieldErr(ErrNilPointer, "managed tensor", "NULL", "")
+	}
+	if !cgoEnabled {
+		return ErrCgoRequired
+	}
+	var (
+		t       *Tensor
+		version Version
+		flags   Flags
+	)
+	if legacy {
+		m := (*ManagedTensor)(p)
+		s.deleter, t = m.Deleter, &m.DLTensor
+	} else {
+		m := (*ManagedTensorVersioned)(p)
+		s.deleter = m.Deleter
+		// The major version decides the layout of everything after flags.
+		if m.Version.Major != MajorVersion {
+			callDeleter(s.deleter, uintptr(p))
+			return fieldErr(ErrVersion, "version.major", m.Version.Major, "this package reads major version 1 (tensor is "+m.Version.String()+")")
+		}
+		version, flags, t = m.Version, m.Flags, &m.DLTensor
+	}
+	dims := s.dims[:]
+	if n := int(t.NDim); n > len(s.dims)/2 && n <= MaxNDim {
+		if cap(s.extra) < 2*n {
+			s.extra = make([]int64, 2*n)
+		}
+		dims = s.extra
+	}
+	var err error
+	s.c, err = checkTensor(t, version, flags, legacy, dims)
+	if err == nil {
+		err = s.settle(p, legacy, opts)
+	}
+	if err != nil {
+		callDeleter(s.deleter, uintptr(p))
+		return err
+	}
+	s.self.Store(uintptr(p))
+	return nil
+}
+
+// settle applies the options and recognises this package's own exports.
+func (s *foreignState) settle(p unsafe.Pointer, legacy bool, opts []ImportOption) error {
+	c := &s.c
+	c.writable = c.flags&FlagReadOnly == 0
+	if legacy {
+		c.writable = hasOption(opts, importAssumeWritable)
+	}
+	s.hostOK = c.device.Type == CPU || (hasOption(opts, importHostMemory) && c.device.Type.HostAccessible())
+	for _, o := range opts {
+		switch o.kind {
+		case importDataType:
+			if c.dtype != o.dt {
+				return fieldErr(ErrRequirement, "dl_tensor.dtype", c.dtype, "required "+o.dt.String())
+			}
+		case importNDim:
+			if c.ndim != o.n {
+				return fieldErr(ErrRequirement, "dl_tensor.ndim", c.ndim, "required "+strconv.Itoa(o.n))
+			}
+		case importDevice:
+			if c.device != o.dev {
+				return fieldErr(ErrRequirement, "dl_tensor.device", c.device, "required "+o.dev.String())
+			}
+		case importWritable:
+			if !c.writable {
+				why := "tensor is read-only"
+				if legacy {
+					why = "legacy tensors are read-only unless AssumeWritable is given"
+				}
+				return fieldErr(ErrRequirement, "flags", c.flags, why)
+			}
+		case importContiguous:
+			if !c.contiguous {
+				return fieldErr(ErrRequirement, "dl_tensor.strides", c.strides, "required compact row-major")
+			}
+		}
+	}
+	if (s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy) && c.numel > 0 {
+		return s.adoptGoExport(p)
+	}
+	return nil
+}
+
+// adoptGoExport handles a Go-memory export of this package coming back:
+// views must be derived from the pinned Go object itself, not from its
+// address, because turning an integer back into a Go pointer is invalid
+// (checkptr rejects it).
+func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
+	pre := (*prefix)(unsafe.Add(p, -int(unsafe.Sizeof(prefix{}))))
+	var rec *exportRecord
+	if pre.magic == magicGo {
+		rec, _ = lookupExport(cgo.Handle(pre.handle))
+	}
+	if rec == nil || rec.base == nil {
+		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")
+	}
+	c := &s.c
+	lo, hi, _ := c.byteSpan(c.dtype, false)
+	start := uintptr(rec.base)
+	if int64(c.data-start) < -lo || c.data-start+uintptr(hi) > rec.size {
+		return fieldErr(ErrCorrupt, "dl_tensor.data", c.data, "outside the exported Go memory")
+	}
+	s.goBase, s.goOff = rec.base, c.data-start
+	return nil
+}
+
+func hasOption(opts []ImportOption, k importKind) bool {
+	for _, o := range opts {
+		if o.kind == k {
+			return true
+		}
+	}
+	return false
+}

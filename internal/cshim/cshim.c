@@ -1,0 +1,217 @@
+// C fixtures for the tests of package dlpack: producers of well-formed and
+// malformed tensors with counting deleters, consumers of exports, and
+// helpers that release tensors from threads Go never created.
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cshim.h"
+
+int64_t cshim_deletes[CSHIM_SLOTS];
+
+typedef struct {
+	int slot;
+	int owns_data;
+	void* data_alloc;
+} cshim_ctx;
+
+// One allocation: ctx, managed struct (either kind), shape, strides.
+typedef struct {
+	cshim_ctx ctx;
+	union {
+		DLManagedTensorVersioned v;
+		DLManagedTensor l;
+	} m;
+	int64_t dims[2 * CSHIM_MAXDIMS];
+} cshim_block;
+
+static void free_block(cshim_block* b) {
+	__atomic_add_fetch(&cshim_deletes[b->ctx.slot], 1, __ATOMIC_SEQ_CST);
+	if (b->ctx.owns_data) {
+		free(b->ctx.data_alloc);
+	}
+	free(b);
+}
+
+static void deleter_versioned(DLManagedTensorVersioned* self) {
+	free_block((cshim_block*)self->manager_ctx);
+}
+
+static void deleter_legacy(DLManagedTensor* self) {
+	free_block((cshim_block*)self->manager_ctx);
+}
+
+void* cshim_make(const cshim_spec* s) {
+	cshim_block* b = calloc(1, sizeof(cshim_block));
+	b->ctx.slot = s->slot;
+	void* data = (void*)s->data_addr;
+	if (s->data_len > 0 || s->alloc_data) {
+		size_t n = s->data_len + 256;
+		b->ctx.data_alloc = aligned_alloc(64, (n + 63) / 64 * 64);
+		memset(b->ctx.data_alloc, 0, n);
+		memcpy((char*)b->ctx.data_alloc + s->data_shift, s->data, s->data_len);
+		b->ctx.owns_data = 1;
+		data = b->ctx.data_alloc;
+	}
+	DLTensor t;
+	memset(&t, 0, sizeof t);
+	t.data = data;
+	t.device.device_type = (DLDeviceType)s->device_type;
+	t.device.device_id = s->device_id;
+	t.ndim = s->ndim;
+	t.dtype.code = s->code;
+	t.dtype.bits = s->bits;
+	t.dtype.lanes = s->lanes;
+	t.byte_offset = s->byte_offset;
+	int n = s->nshape < CSHIM_MAXDIMS ? s->nshape : CSHIM_MAXDIMS;
+	for (int i = 0; i < n; i++) {
+		b->dims[i] = s->shape[i];
+		b->dims[CSHIM_MAXDIMS + i] = s->strides_given ? s->strides[i] : 0;
+	}
+	t.shape = s->shape_null ? NULL : &b->dims[0];
+	t.strides = s->strides_given ? &b->dims[CSHIM_MAXDIMS] : NULL;
+	if (s->legacy) {
+		b->m.l.dl_tensor = t;
+		b->m.l.manager_ctx = b;
+		b->m.l.deleter = s->null_deleter ? NULL : deleter_legacy;
+		return &b->m.l;
+	}
+	b->m.v.version.major = s->major;
+	b->m.v.version.minor = s->minor;
+	b->m.v.manager_ctx = b;
+	b->m.v.deleter = s->null_deleter ? NULL : deleter_versioned;
+	b->m.v.flags = s->flags;
+	b->m.v.dl_tensor = t;
+	return &b->m.v;
+}
+
+void cshim_free_unmanaged(void* p) {
+	// For tensors made with null_deleter: free the block without counting.
+	cshim_block* b = (cshim_block*)((char*)p - offsetof(cshim_block, m));
+	if (b->ctx.owns_data) {
+		free(b->ctx.data_alloc);
+	}
+	free(b);
+}
+
+// Reads a float32 or float64 tensor with any strides and returns the sum.
+double cshim_sum(const DLTensor* t) {
+	int64_t idx[CSHIM_MAXDIMS] = {0};
+	int64_t numel = 1;
+	for (int i = 0; i < t->ndim; i++) {
+		numel *= t->shape[i];
+	}
+	double sum = 0;
+	const char* base = (const char*)t->data + t->byte_offset;
+	int size = t->dtype.bits / 8;
+	for (int64_t k = 0; k < numel; k++) {
+		int64_t off = 0, stride = 1;
+		for (int i = t->ndim - 1; i >= 0; i--) {
+			int64_t st = t->strides ? t->strides[i] : stride;
+			off += idx[i] * st;
+			stride *= t->shape[i];
+		}
+		const char* p = base + off * size;
+		sum += size == 4 ? (double)*(const float*)p : *(const double*)p;
+		for (int i = t->ndim - 1; i >= 0; i--) {
+			if (++idx[i] < t->shape[i]) {
+				break;
+			}
+			idx[i] = 0;
+		}
+	}
+	return sum;
+}
+
+void cshim_call_versioned(DLManagedTensorVersioned* m) {
+	if (m->deleter) {
+		m->deleter(m);
+	}
+}
+
+void cshim_call_legacy(DLManagedTensor* m) {
+	if (m->deleter) {
+		m->deleter(m);
+	}
+}
+
+typedef struct {
+	void** ptrs;
+	int n;
+	int legacy;
+} release_job;
+
+static void* release_thread(void* arg) {
+	release_job* j = (release_job*)arg;
+	for (int i = 0; i < j->n; i++) {
+		if (j->legacy) {
+			cshim_call_legacy((DLManagedTensor*)j->ptrs[i]);
+		} else {
+			cshim_call_versioned((DLManagedTensorVersioned*)j->ptrs[i]);
+		}
+	}
+	return NULL;
+}
+
+// Releases n tensors from nthreads new pthreads, each thread exiting right
+// after its share; returns 0 on success.
+int cshim_release_on_threads(void** ptrs, int n, int nthreads, int legacy) {
+	pthread_t th[64];
+	release_job jobs[64];
+	if (nthreads > 64) {
+		nthreads = 64;
+	}
+	int per = (n + nthreads - 1) / nthreads;
+	int started = 0;
+	for (int i = 0; i < nthreads; i++) {
+		int lo = i * per, hi = lo + per > n ? n : lo + per;
+		if (lo >= hi) {
+			break;
+		}
+		jobs[i].ptrs = ptrs + lo;
+		jobs[i].n = hi - lo;
+		jobs[i].legacy = legacy;
+		if (pthread_create(&th[i], NULL, release_thread, &jobs[i]) != 0) {
+			return -1;
+		}
+		started++;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(th[i], NULL);
+	}
+	return 0;
+}
+
+size_t cshim_layout(cshim_field* out, size_t cap) {
+#define F(T, f) {#T "." #f, offsetof(T, f), sizeof(((T*)0)->f)}
+#define S(T) {#T, 0, sizeof(T)}
+	cshim_field all[] = {
+		S(DLPackVersion), F(DLPackVersion, major), F(DLPackVersion, minor),
+		S(DLDevice), F(DLDevice, device_type), F(DLDevice, device_id),
+		S(DLDataType), F(DLDataType, code), F(DLDataType, bits), F(DLDataType, lanes),
+		S(DLTensor), F(DLTensor, data), F(DLTensor, device), F(DLTensor, ndim), F(DLTensor, dtype),
+		F(DLTensor, shape), F(DLTensor, strides), F(DLTensor, byte_offset),
+		S(DLManagedTensor), F(DLManagedTensor, dl_tensor), F(DLManagedTensor, manager_ctx),
+		F(DLManagedTensor, deleter),
+		S(DLManagedTensorVersioned), F(DLManagedTensorVersioned, version),
+		F(DLManagedTensorVersioned, manager_ctx), F(DLManagedTensorVersioned, deleter),
+		F(DLManagedTensorVersioned, flags), F(DLManagedTensorVersioned, dl_tensor),
+		S(DLPackExchangeAPIHeader), F(DLPackExchangeAPIHeader, version), F(DLPackExchangeAPIHeader, prev_api),
+		S(DLPackExchangeAPI), F(DLPackExchangeAPI, header), F(DLPackExchangeAPI, managed_tensor_allocator),
+		F(DLPackExchangeAPI, managed_tensor_from_py_object_no_sync),
+		F(DLPackExchangeAPI, managed_tensor_to_py_object_no_sync),
+		F(DLPackExchangeAPI, dltensor_from_py_object_no_sync), F(DLPackExchangeAPI, current_work_stream),
+	};
+#undef F
+#undef S
+	size_t n = sizeof all / sizeof all[0];
+	for (size_t i = 0; i < n && i < cap; i++) {
+		out[i] = all[i];
+	}
+	return n;
+}
+
+// A Go-export-shaped block with a dead prefix, for testing that the
+// package's deleter refuses structs it did not make.
+void* cshim_fake_block(size_t prefix_and_struct) {
+	return calloc(1, prefix_and_struct);
+}

@@ -1,0 +1,177 @@
+// Package cshim holds C producers and consumers of DLPack tensors for the
+// tests of package dlpack (test files cannot use cgo themselves). Nothing
+// outside the tests links it.
+package cshim
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include -O1
+#cgo LDFLAGS: -lpthread
+#include <stdlib.h>
+#include "cshim.h"
+*/
+import "C"
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Spec describes a tensor for Make. Zero values give a versioned 1.3 CPU
+// tensor; set fields to produce anything, including malformed tensors.
+type Spec struct {
+	Legacy       bool
+	Major, Minor uint32
+	Flags        uint64
+	NullDeleter  bool
+	DeviceType   int32
+	DeviceID     int32
+	NDim         int32
+	Code, Bits   uint8
+	Lanes        uint16
+	Shape        []int64 // copied into the struct; NDim entries are read
+	ShapeNull    bool    // set the shape pointer to NULL
+	Strides      []int64 // nil: NULL strides
+	ByteOffset   uint64
+	Data         []byte  // copied into a 64-byte aligned C buffer (plus 256 spare bytes)
+	DataShift    int     // place Data this many bytes into the buffer
+	AllocData    bool    // allocate the buffer even when Data is empty
+	DataAddr     uintptr // used verbatim as data when Data is empty and AllocData false
+}
+
+var nextSlot atomic.Int64
+
+// Tensor is a producer-made tensor and the slot counting its deleter calls.
+type Tensor struct {
+	Ptr  unsafe.Pointer
+	Slot int
+}
+
+// Deletes returns how many times the tensor's deleter ran.
+func (t Tensor) Deletes() int64 {
+	return atomic.LoadInt64((*int64)(unsafe.Pointer(&C.cshim_deletes[t.Slot])))
+}
+
+// Make produces a tensor in C memory as described by s.
+func Make(s Spec) Tensor {
+	slot := int(nextSlot.Add(1) % C.CSHIM_SLOTS)
+	atomic.StoreInt64((*int64)(unsafe.Pointer(&C.cshim_deletes[slot])), 0)
+	cs := C.cshim_spec{
+		slot: C.int(slot), major: C.uint32_t(s.Major), minor: C.uint32_t(s.Minor),
+		flags: C.uint64_t(s.Flags), device_type: C.int32_t(s.DeviceType), device_id: C.int32_t(s.DeviceID),
+		ndim: C.int32_t(s.NDim), code: C.uint8_t(s.Code), bits: C.uint8_t(s.Bits), lanes: C.uint16_t(s.Lanes),
+		byte_offset: C.uint64_t(s.ByteOffset), data_len: C.size_t(len(s.Data)), data_shift: C.size_t(s.DataShift),
+		data_addr: C.uintptr_t(s.DataAddr),
+	}
+	if s.Legacy {
+		cs.legacy = 1
+	}
+	if s.NullDeleter {
+		cs.null_deleter = 1
+	}
+	if s.ShapeNull {
+		cs.shape_null = 1
+	}
+	if s.AllocData {
+		cs.alloc_data = 1
+	}
+	var free []unsafe.Pointer
+	if len(s.Shape) > 0 {
+		p := C.CBytes(int64Bytes(s.Shape))
+		free = append(free, p)
+		cs.shape, cs.nshape = (*C.int64_t)(p), C.int(len(s.Shape))
+	}
+	if s.Strides != nil {
+		cs.strides_given = 1
+		if len(s.Strides) > 0 {
+			p := C.CBytes(int64Bytes(s.Strides))
+			free = append(free, p)
+			cs.strides = (*C.int64_t)(p)
+		}
+		if int(cs.nshape) < len(s.Strides) {
+			// Strides longer than the shape: pad the shape with zeros.
+			sh := make([]int64, len(s.Strides))
+			copy(sh, s.Shape)
+			p := C.CBytes(int64Bytes(sh))
+			free = append(free, p)
+			cs.shape, cs.nshape = (*C.int64_t)(p), C.int(len(sh))
+		}
+	}
+	if len(s.Data) > 0 {
+		p := C.CBytes(s.Data)
+		free = append(free, p)
+		cs.data = p
+	}
+	ptr := C.cshim_make(&cs)
+	for _, p := range free {
+		C.free(p)
+	}
+	return Tensor{Ptr: ptr, Slot: slot}
+}
+
+func int64Bytes(v []int64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+}
+
+// Free frees a tensor made with NullDeleter (its deleter cannot).
+func Free(t Tensor) { C.cshim_free_unmanaged(t.Ptr) }
+
+// SumVersioned sums a float32 or float64 DLManagedTensorVersioned in C,
+// honouring strides and byte_offset.
+func SumVersioned(p unsafe.Pointer) float64 {
+	m := (*C.DLManagedTensorVersioned)(p)
+	return float64(C.cshim_sum(&m.dl_tensor))
+}
+
+// SumLegacy is SumVersioned for a DLManagedTensor.
+func SumLegacy(p unsafe.Pointer) float64 {
+	m := (*C.DLManagedTensor)(p)
+	return float64(C.cshim_sum(&m.dl_tensor))
+}
+
+// ReleaseVersioned calls the deleter of a DLManagedTensorVersioned from C.
+func ReleaseVersioned(p unsafe.Pointer) { C.cshim_call_versioned((*C.DLManagedTensorVersioned)(p)) }
+
+// ReleaseLegacy calls the deleter of a DLManagedTensor from C.
+func ReleaseLegacy(p unsafe.Pointer) { C.cshim_call_legacy((*C.DLManagedTensor)(p)) }
+
+// ReleaseOnThreads calls the deleters of all tensors from nthreads pthreads
+// created in C (each exits right after its share).
+func ReleaseOnThreads(ptrs []unsafe.Pointer, nthreads int, legacy bool) {
+	if len(ptrs) == 0 {
+		return
+	}
+	arr := (*[1 << 28]unsafe.Pointer)(C.malloc(C.size_t(len(ptrs)) * C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(ptrs):len(ptrs)]
+	copy(arr, ptrs)
+	l := C.int(0)
+	if legacy {
+		l = 1
+	}
+	if C.cshim_release_on_threads((*unsafe.Pointer)(unsafe.Pointer(&arr[0])), C.int(len(ptrs)), C.int(nthreads), l) != 0 {
+		panic("cshim: pthread_create failed")
+	}
+	C.free(unsafe.Pointer(&arr[0]))
+}
+
+// Field is one entry of the C layout table.
+type Field struct {
+	Name         string
+	Offset, Size uintptr
+}
+
+// Layout returns the C compiler's size of every struct and offset and size
+// of every field of include/dlpack/dlpack.h.
+func Layout() []Field {
+	var buf [64]C.cshim_field
+	n := int(C.cshim_layout(&buf[0], 64))
+	out := make([]Field, 0, n)
+	for _, f := range buf[:n] {
+		out = append(out, Field{C.GoString(f.name), uintptr(f.offset), uintptr(f.size)})
+	}
+	return out
+}
+
+// FakeBlock returns n zeroed bytes of C memory (never freed by a deleter).
+func FakeBlock(n int) unsafe.Pointer { return C.cshim_fake_block(C.size_t(n)) }
+
+// FreeBlock frees memory from FakeBlock.
+func FreeBlock(p unsafe.Pointer) { C.free(p) }

@@ -1,0 +1,49 @@
+#ifndef CSHIM_H_
+#define CSHIM_H_
+#include <stddef.h>
+#include <stdint.h>
+#include "dlpack/dlpack.h"
+
+#define CSHIM_SLOTS 65536
+#define CSHIM_MAXDIMS 80
+
+extern int64_t cshim_deletes[CSHIM_SLOTS];
+
+typedef struct {
+	int slot;
+	int legacy;
+	uint32_t major, minor;
+	uint64_t flags;
+	int null_deleter;
+	int32_t device_type, device_id;
+	int32_t ndim;
+	uint8_t code, bits;
+	uint16_t lanes;
+	int nshape;
+	const int64_t* shape;
+	int shape_null;
+	const int64_t* strides;
+	int strides_given;
+	uint64_t byte_offset;
+	const void* data;
+	size_t data_len;
+	size_t data_shift;
+	int alloc_data;
+	uintptr_t data_addr;
+} cshim_spec;
+
+typedef struct {
+	const char* name;
+	size_t offset;
+	size_t size;
+} cshim_field;
+
+void* cshim_make(const cshim_spec* s);
+void cshim_free_unmanaged(void* p);
+double cshim_sum(const DLTensor* t);
+void cshim_call_versioned(DLManagedTensorVersioned* m);
+void cshim_call_legacy(DLManagedTensor* m);
+int cshim_release_on_threads(void** ptrs, int n, int nthreads, int legacy);
+size_t cshim_layout(cshim_field* out, size_t cap);
+void* cshim_fake_block(size_t n);
+#endif

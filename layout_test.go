@@ -1,0 +1,54 @@
+package dlpack_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/cshim"
+	"github.com/stretchr/testify/require"
+)
+
+// goLayout returns the Go size of every mirror struct and the offset and
+// size of every field, named like the C table (struct.field, C names).
+func goLayout() map[string][2]uintptr {
+	out := map[string][2]uintptr{}
+	add := func(cName string, v any, fields ...string) {
+		t := reflect.TypeOf(v)
+		out[cName] = [2]uintptr{0, t.Size()}
+		for i, f := range fields {
+			sf := t.Field(i)
+			out[cName+"."+f] = [2]uintptr{sf.Offset, sf.Type.Size()}
+		}
+	}
+	add("DLPackVersion", dlpack.Version{}, "major", "minor")
+	add("DLDevice", dlpack.Device{}, "device_type", "device_id")
+	add("DLDataType", dlpack.DataType{}, "code", "bits", "lanes")
+	add("DLTensor", dlpack.Tensor{}, "data", "device", "ndim", "dtype", "shape", "strides", "byte_offset")
+	add("DLManagedTensor", dlpack.ManagedTensor{}, "dl_tensor", "manager_ctx", "deleter")
+	add("DLManagedTensorVersioned", dlpack.ManagedTensorVersioned{}, "version", "manager_ctx", "deleter", "flags", "dl_tensor")
+	add("DLPackExchangeAPIHeader", dlpack.ExchangeAPIHeader{}, "version", "prev_api")
+	add("DLPackExchangeAPI", dlpack.ExchangeAPI{}, "header", "managed_tensor_allocator",
+		"managed_tensor_from_py_object_no_sync", "managed_tensor_to_py_object_no_sync",
+		"dltensor_from_py_object_no_sync", "current_work_stream")
+	return out
+}
+
+// TestLayoutMatchesC checks every struct size and every field's offset and
+// size against the C compiler, and prints the table.
+func TestLayoutMatchesC(t *testing.T) {
+	gol := goLayout()
+	cl := cshim.Layout()
+	require.Len(t, cl, len(gol), "the C table and the Go table must list the same fields")
+	for _, f := range cl {
+		g, ok := gol[f.Name]
+		require.True(t, ok, "Go mirror lacks %s", f.Name)
+		t.Logf("%-56s offset %3d size %3d", f.Name, f.Offset, f.Size)
+		require.Equal(t, f.Offset, g[0], "offset of %s", f.Name)
+		require.Equal(t, f.Size, g[1], "size of %s", f.Name)
+	}
+	// The sizes every 64-bit DLPack implementation agrees on.
+	require.Equal(t, uintptr(48), gol["DLTensor"][1])
+	require.Equal(t, uintptr(64), gol["DLManagedTensor"][1])
+	require.Equal(t, uintptr(80), gol["DLManagedTensorVersioned"][1])
+}

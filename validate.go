@@ -1,0 +1,230 @@
+package dlpack
+
+import (
+	"math"
+	"math/bits"
+	"strconv"
+	"unsafe"
+)
+
+// MaxNDim is the largest ndim this package accepts (NumPy's limit).
+const MaxNDim = 64
+
+// layout is the checked geometry of a tensor. shape and strides have ndim
+// entries each (strides filled in for compact tensors sent without them).
+type layout struct {
+	ndim       int
+	shape      []int64
+	strides    []int64
+	numel      int64
+	contiguous bool
+	// Element offsets, relative to the first element, of the lowest and
+	// highest element (0 and 0 when numel is 0).
+	minOff, maxOff int64
+}
+
+func mulCheck(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	c := a * b
+	if c/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+		return 0, false
+	}
+	return c, true
+}
+
+func addCheck(a, b int64) (int64, bool) {
+	c := a + b
+	if (c > a) != (b > 0) {
+		return 0, false
+	}
+	return c, true
+}
+
+// checkGeometry validates shape and strides (strides may be nil: compact
+// row-major) and computes the layout. buf is storage for the copies; it is
+// used when it has room for 2*len(shape) entries, else a slice is allocated.
+// The prefix names the fields in errors ("dl_tensor." or "").
+func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, error) {
+	n := len(shape)
+	l := layout{ndim: n}
+	if cap(buf) < 2*n {
+		buf = make([]int64, 2*n)
+	}
+	l.shape = buf[:n:n]
+	l.strides = buf[n : 2*n : 2*n]
+	l.numel = 1
+	for i, d := range shape {
+		if d < 0 {
+			return layout{}, fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
+		}
+		l.shape[i] = d
+		var ok bool
+		if l.numel, ok = mulCheck(l.numel, d); !ok {
+			return layout{}, fieldErr(ErrOverflow, prefix+"shape", shape, "element count overflows int64")
+		}
+	}
+	if strides == nil {
+		acc := int64(1)
+		for i := n - 1; i >= 0; i-- {
+			l.strides[i] = acc
+			var ok bool
+			if acc, ok = mulCheck(acc, max(l.shape[i], 1)); !ok {
+				return layout{}, fieldErr(ErrOverflow, prefix+"shape", shape, "row-major strides overflow int64")
+			}
+		}
+	} else {
+		copy(l.strides, strides)
+	}
+	// Extent: the offsets of the lowest and highest element. Dimensions of
+	// size 1 contribute nothing whatever their stride.
+	if l.numel > 0 {
+		for i := 0; i < n; i++ {
+			if l.shape[i] == 1 {
+				continue
+			}
+			span, ok := mulCheck(l.strides[i], l.shape[i]-1)
+			if ok {
+				if span >= 0 {
+					l.maxOff, ok = addCheck(l.maxOff, span)
+				} else {
+					l.minOff, ok = addCheck(l.minOff, span)
+				}
+			}
+			if !ok {
+				return layout{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
+			}
+		}
+		if _, ok := addCheck(l.maxOff, -l.minOff); !ok {
+			return layout{}, fieldErr(ErrOverflow, prefix+"strides", l.strides, "extent overflows int64")
+		}
+	}
+	l.contiguous = isRowMajor(l.shape, l.strides, l.numel)
+	return l, nil
+}
+
+// isRowMajor reports whether the layout is compact row-major (C order).
+// Strides of size-1 dimensions are ignored; empty tensors are compact.
+func isRowMajor(shape, strides []int64, numel int64) bool {
+	if numel == 0 {
+		return true
+	}
+	want := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] != 1 && strides[i] != want {
+			return false
+		}
+		want *= shape[i]
+	}
+	return true
+}
+
+// byteSpan returns the byte offsets, relative to the first element, of the
+// lowest byte and one past the highest byte the tensor touches. padded is
+// FlagSubbyteTypePadded. It reports false on overflow.
+func (l *layout) byteSpan(dt DataType, padded bool) (lo, hi int64, ok bool) {
+	if l.numel == 0 {
+		return 0, 0, true
+	}
+	elemBits := int64(dt.Bits) * int64(dt.Lanes)
+	if dt.IsSubbyte() && padded {
+		elemBits = 8 * int64(dt.Lanes)
+	}
+	loBits, ok1 := mulCheck(l.minOff, elemBits)
+	end, ok2 := addCheck(l.maxOff, 1)
+	hiBits, ok3 := mulCheck(end, elemBits)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, 0, false
+	}
+	lo = loBits >> 3 // floor, also for negative values
+	hi = hiBits/8 + boolInt(hiBits%8 != 0)
+	return lo, hi, true
+}
+
+// checked is a validated foreign tensor.
+type checked struct {
+	layout
+	data     uintptr // address of the first element (data + byte_offset); 0 if data is NULL
+	rawData  uintptr
+	offset   uint64
+	dtype    DataType
+	device   Device
+	flags    Flags
+	version  Version
+	legacy   bool
+	writable bool
+}
+
+// checkTensor validates every field of a DLTensor read from foreign memory.
+// version and flags come from the managed struct (legacy: 0.0 and 0).
+// dims is storage for the shape and strides copies.
+func checkTensor(t *Tensor, version Version, flags Flags, legacy bool, dims []int64) (checked, error) {
+	c := checked{dtype: t.DType, device: t.Device, flags: flags, version: version, legacy: legacy,
+		rawData: t.Data, offset: t.ByteOffset}
+	if t.NDim < 0 || t.NDim > MaxNDim {
+		return c, fieldErr(ErrNDim, "dl_tensor.ndim", t.NDim, "must be 0.."+strconv.Itoa(MaxNDim))
+	}
+	if err := t.DType.Validate(); err != nil {
+		return c, prefixed(err, "dl_tensor.")
+	}
+	if err := t.Device.Validate(); err != nil {
+		return c, prefixed(err, "dl_tensor.")
+	}
+	if !legacy && flags&^knownFlags != 0 {
+		return c, fieldErr(ErrFlags, "flags", "0x"+strconv.FormatUint(uint64(flags), 16), "bits unknown to DLPack "+CurrentVersion.String())
+	}
+	n := int(t.NDim)
+	var shape, strides []int64
+	if n > 0 {
+		if t.Shape == nil {
+			return c, fieldErr(ErrShape, "dl_tensor.shape", "NULL", "ndim is "+strconv.Itoa(n))
+		}
+		shape = unsafe.Slice(t.Shape, n)
+		if t.Strides != nil {
+			strides = unsafe.Slice(t.Strides, n)
+		} else if !legacy && (version.Major > 1 || version.Minor >= 2) {
+			return c, fieldErr(ErrStrides, "dl_tensor.strides", "NULL", "required from DLPack 1.2 on, tensor says "+version.String())
+		}
+	}
+	var err error
+	if c.layout, err = checkGeometry(shape, strides, dims, "dl_tensor."); err != nil {
+		return c, err
+	}
+	if t.Data == 0 {
+		if c.numel > 0 {
+			return c, fieldErr(ErrNullData, "dl_tensor.data", "NULL", strconv.FormatInt(c.numel, 10)+" elements")
+		}
+		return c, nil
+	}
+	if t.ByteOffset > math.MaxInt64 {
+		return c, fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "above int64")
+	}
+	first, carry := bits.Add64(uint64(t.Data), t.ByteOffset, 0)
+	if carry != 0 || first > uint64(^uintptr(0)) {
+		return c, fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "data + byte_offset overflows the address space")
+	}
+	lo, hi, ok := c.byteSpan(t.DType, flags&FlagSubbyteTypePadded != 0)
+	if !ok {
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "byte extent overflows int64")
+	}
+	// The touched range [first+lo, first+hi) must not wrap around.
+	if lo < 0 && uint64(-lo) > first {
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "lowest element lies below address 0")
+	}
+	if _, carry := bits.Add64(first, uint64(hi), 0); carry != 0 {
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "highest element lies past the address space")
+	}
+	c.data = uintptr(first)
+	return c, nil
+}
+
+// prefixed adds a prefix to the field name of a *FieldError.
+func prefixed(err error, prefix string) error {
+	if fe, ok := err.(*FieldError); ok {
+		c := *fe
+		c.Field = prefix + c.Field
+		return &c
+	}
+	return err
+}

@@ -1,0 +1,399 @@
+package dlpack
+
+import (
+	"fmt"
+	"iter"
+	"unsafe"
+)
+
+// live returns the state if the handle is open, else nil.
+func (f Foreign) live() *foreignState {
+	s := f.s
+	if s == nil || s.gen.Load() != f.gen || s.self.Load() == 0 {
+		return nil
+	}
+	return s
+}
+
+// Close releases the tensor: the producer's deleter is called exactly once,
+// whichever copy of the handle, goroutine or cleanup gets there first.
+// Close is idempotent and always returns nil; slices and views of the data
+// must not be used afterwards.
+func (f Foreign) Close() error {
+	if s := f.s; s != nil && s.gen.Load() == f.gen {
+		s.release()
+	}
+	return nil
+}
+
+// Err returns nil while the tensor is open and ErrClosed afterwards.
+func (f Foreign) Err() error {
+	if f.live() == nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Closed reports whether the tensor has been released.
+func (f Foreign) Closed() bool { return f.live() == nil }
+
+// NDim returns the number of dimensions.
+func (f Foreign) NDim() int {
+	if s := f.live(); s != nil {
+		return s.c.ndim
+	}
+	return 0
+}
+
+// Shape returns a copy of the shape.
+func (f Foreign) Shape() []int64 {
+	if s := f.live(); s != nil {
+		return append([]int64{}, s.c.shape...)
+	}
+	return nil
+}
+
+// Strides returns a copy of the strides, in elements. They are always
+// filled, also for tensors sent with NULL strides (compact row-major).
+func (f Foreign) Strides() []int64 {
+	if s := f.live(); s != nil {
+		return append([]int64{}, s.c.strides...)
+	}
+	return nil
+}
+
+// Dim returns the size of dimension i; it panics if i is out of range.
+func (f Foreign) Dim(i int) int64 {
+	if s := f.live(); s != nil {
+		return s.c.shape[i]
+	}
+	return 0
+}
+
+// Stride returns the stride of dimension i in elements; it panics if i is
+// out of range.
+func (f Foreign) Stride(i int) int64 {
+	if s := f.live(); s != nil {
+		return s.c.strides[i]
+	}
+	return 0
+}
+
+// Len returns the number of elements.
+func (f Foreign) Len() int64 {
+	if s := f.live(); s != nil {
+		return s.c.numel
+	}
+	return 0
+}
+
+// DataType returns the element type.
+func (f Foreign) DataType() DataType {
+	if s := f.live(); s != nil {
+		return s.c.dtype
+	}
+	return DataType{}
+}
+
+// Device returns where the data lives.
+func (f Foreign) Device() Device {
+	if s := f.live(); s != nil {
+		return s.c.device
+	}
+	return Device{}
+}
+
+// Flags returns the producer's flags (0 for legacy tensors).
+func (f Foreign) Flags() Flags {
+	if s := f.live(); s != nil {
+		return s.c.flags
+	}
+	return 0
+}
+
+// Version returns the producer's DLPack version (0.0 for legacy tensors).
+func (f Foreign) Version() Version {
+	if s := f.live(); s != nil {
+		return s.c.version
+	}
+	return Version{}
+}
+
+// Legacy reports whether the tensor came as a pre-1.0 DLManagedTensor.
+func (f Foreign) Legacy() bool {
+	if s := f.live(); s != nil {
+		return s.c.legacy
+	}
+	return false
+}
+
+// ByteOffset returns the producer's byte_offset (already applied by every
+// view and by DataAddr).
+func (f Foreign) ByteOffset() uint64 {
+	if s := f.live(); s != nil {
+		return s.c.offset
+	}
+	return 0
+}
+
+// DataAddr returns the address of the first element (data + byte_offset),
+// which for device tensors is a device address; 0 if data is NULL.
+func (f Foreign) DataAddr() uintptr {
+	if s := f.live(); s != nil {
+		return s.c.data
+	}
+	return 0
+}
+
+// NBytes returns the bytes a compact buffer of this tensor would take
+// (packed for sub-byte types unless FlagSubbyteTypePadded).
+func (f Foreign) NBytes() int64 {
+	if s := f.live(); s != nil {
+		n, _ := s.c.dtype.StorageBytes(s.c.numel, s.c.flags&FlagSubbyteTypePadded != 0)
+		return n
+	}
+	return 0
+}
+
+// IsContiguous reports whether the tensor is compact row-major (strides of
+// size-1 dimensions do not matter).
+func (f Foreign) IsContiguous() bool {
+	if s := f.live(); s != nil {
+		return s.c.contiguous
+	}
+	return false
+}
+
+// Writable reports whether views may write: not read-only, and for legacy
+// tensors only with AssumeWritable.
+func (f Foreign) Writable() bool {
+	if s := f.live(); s != nil {
+		return s.c.writable
+	}
+	return false
+}
+
+// IsCopied reports FlagIsCopied: the producer made this copy for us alone.
+func (f Foreign) IsCopied() bool { return f.Flags()&FlagIsCopied != 0 }
+
+// String describes the tensor, such as "float32[2 3] cpu strides [3 1]".
+func (f Foreign) String() string {
+	s := f.live()
+	if s == nil {
+		return "dlpack.Foreign(closed)"
+	}
+	str := fmt.Sprintf("%v%v %v strides %v", s.c.dtype, s.c.shape, s.c.device, s.c.strides)
+	if !s.c.writable {
+		str += " read-only"
+	}
+	return str
+}
+
+// hostPointer checks that f can be viewed from Go as elements of type T
+// and returns the first element.
+func hostPointer[T Element](f Foreign, compact, writable bool) (*foreignState, unsafe.Pointer, error) {
+	s := f.live()
+	if s == nil {
+		return nil, nil, ErrClosed
+	}
+	c := &s.c
+	if !s.hostOK {
+		return nil, nil, fieldErr(ErrDevice, "dl_tensor.device", c.device, "the CPU cannot read this memory (AllowHostMemory permits CUDAHost, ROCMHost, CUDAManaged)")
+	}
+	if want := DataTypeOf[T](); c.dtype != want {
+		return nil, nil, fieldErr(ErrTypeMismatch, "dl_tensor.dtype", c.dtype, "viewed as "+want.String())
+	}
+	if compact && !c.contiguous {
+		return nil, nil, fieldErr(ErrLayout, "dl_tensor.strides", c.strides, "not compact row-major; use ViewOf")
+	}
+	if writable && !c.writable {
+		why := "the producer set READ_ONLY"
+		if c.legacy {
+			why = "legacy tensors are read-only unless imported with AssumeWritable"
+		}
+		return nil, nil, fieldErr(ErrReadOnly, "flags", c.flags, why)
+	}
+	if c.numel == 0 {
+		return s, nil, nil
+	}
+	var p unsafe.Pointer
+	if s.goBase != nil {
+		p = unsafe.Add(s.goBase, s.goOff)
+	} else {
+		p = *(*unsafe.Pointer)(unsafe.Pointer(&c.data))
+	}
+	var z T
+	if uintptr(p)%unsafe.Alignof(z) != 0 {
+		return nil, nil, fieldErr(ErrAlignment, "dl_tensor.data", c.data, fmt.Sprintf("%v needs %d-byte alignment", DataTypeOf[T](), unsafe.Alignof(z)))
+	}
+	return s, p, nil
+}
+
+// Slice returns the elements of a compact row-major CPU tensor as a
+// writable Go slice sharing the producer's memory. It fails with ErrReadOnly
+// for read-only tensors (use ReadOnlySlice), ErrLayout for strided ones (use
+// ViewOf), ErrTypeMismatch unless T matches the data type, ErrDevice for
+// memory the CPU cannot read, ErrClosed after Close.
+//
+// The slice is valid until the tensor is closed; it does not keep the
+// Foreign alive, so keep the Foreign reachable while using it.
+func Slice[T Element](f Foreign) ([]T, error) {
+	s, p, err := hostPointer[T](f, true, true)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	return unsafe.Slice((*T)(p), s.c.numel), nil
+}
+
+// ReadOnlySlice is Slice for tensors that may be read-only: the caller
+// promises not to write through the returned slice (Go has no read-only
+// slices). Prefer Slice when the data must be writable.
+func ReadOnlySlice[T Element](f Foreign) ([]T, error) {
+	s, p, err := hostPointer[T](f, true, false)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	return unsafe.Slice((*T)(p), s.c.numel), nil
+}
+
+// View is a typed view of a CPU tensor with any strides, including zero
+// (broadcast) and negative ones. It holds the Foreign, which it keeps
+// alive, and checks on every access that the tensor is still open.
+// Indexes out of range are programming errors and panic, like slice
+// indexes.
+type View[T Element] struct {
+	f        Foreign
+	base     unsafe.Pointer // first element (index 0 in every dimension)
+	shape    []int64
+	strides  []int64 // in bytes
+	numel    int64
+	writable bool
+}
+
+// ViewOf returns a strided view of f. It fails like Slice, except that any
+// layout is accepted and read-only tensors give a view whose Set fails.
+func ViewOf[T Element](f Foreign) (View[T], error) {
+	s, p, err := hostPointer[T](f, false, false)
+	if err != nil {
+		return View[T]{}, err
+	}
+	var z T
+	n := s.c.ndim
+	dims := make([]int64, 2*n)
+	copy(dims, s.c.shape)
+	for i, st := range s.c.strides {
+		dims[n+i] = st * int64(unsafe.Sizeof(z)) // cannot overflow: checked by the extent
+	}
+	return View[T]{f: f, base: p, shape: dims[:n:n], strides: dims[n:], numel: s.c.numel, writable: s.c.writable}, nil
+}
+
+// NDim returns the number of dimensions.
+func (v View[T]) NDim() int { return len(v.shape) }
+
+// Shape returns a copy of the shape.
+func (v View[T]) Shape() []int64 { return append([]int64{}, v.shape...) }
+
+// Len returns the number of elements.
+func (v View[T]) Len() int { return int(v.numel) }
+
+// Writable reports whether Set may write.
+func (v View[T]) Writable() bool { return v.writable }
+
+func (v View[T]) addr(idx []int) unsafe.Pointer {
+	if len(idx) != len(v.shape) {
+		panic(fmt.Sprintf("dlpack: %d indexes for a %d-dimensional view", len(idx), len(v.shape)))
+	}
+	off := int64(0)
+	for i, x := range idx {
+		if x < 0 || int64(x) >= v.shape[i] {
+			panic(fmt.Sprintf("dlpack: index %d out of range [0, %d) in dimension %d", x, v.shape[i], i))
+		}
+		off += int64(x) * v.strides[i]
+	}
+	return unsafe.Add(v.base, off)
+}
+
+// At returns the element at the given index, one per dimension. It returns
+// ErrClosed once the tensor is closed.
+func (v View[T]) At(idx ...int) (T, error) {
+	p := v.addr(idx)
+	if v.f.live() == nil {
+		var z T
+		return z, ErrClosed
+	}
+	return *(*T)(p), nil
+}
+
+// Set stores x at the given index. It returns ErrReadOnly for read-only
+// tensors and ErrClosed once the tensor is closed.
+func (v View[T]) Set(x T, idx ...int) error {
+	p := v.addr(idx)
+	if !v.writable {
+		return ErrReadOnly
+	}
+	if v.f.live() == nil {
+		return ErrClosed
+	}
+	*(*T)(p) = x
+	return nil
+}
+
+// All yields every element in row-major order with its flat row-major
+// index. It checks once, at the start, that the tensor is open, and yields
+// nothing if not; closing the tensor during the iteration is a data race.
+func (v View[T]) All() iter.Seq2[int, T] {
+	return func(yield func(int, T) bool) {
+		if v.numel == 0 || v.f.live() == nil {
+			return
+		}
+		n := len(v.shape)
+		if n == 0 {
+			yield(0, *(*T)(v.base))
+			return
+		}
+		// Offsets are kept as integers and turned into pointers only to
+		// read an element, so no pointer ever leaves the tensor's memory.
+		inner, step := int(v.shape[n-1]), v.strides[n-1]
+		var idx [MaxNDim]int64
+		row := int64(0)
+		k := 0
+		for {
+			off := row
+			for j := 0; j < inner; j++ {
+				if !yield(k, *(*T)(unsafe.Add(v.base, off))) {
+					return
+				}
+				k++
+				off += step
+			}
+			d := n - 2
+			for ; d >= 0; d-- {
+				idx[d]++
+				row += v.strides[d]
+				if idx[d] < v.shape[d] {
+					break
+				}
+				row -= v.strides[d] * v.shape[d]
+				idx[d] = 0
+			}
+			if d < 0 {
+				return
+			}
+		}
+	}
+}
+
+// CopyTo copies the elements in row-major order into dst, which must hold
+// Len elements, and returns how many it copied.
+func (v View[T]) CopyTo(dst []T) (int, error) {
+	if v.f.live() == nil {
+		return 0, ErrClosed
+	}
+	if len(dst) < int(v.numel) {
+		return 0, fmt.Errorf("%w: CopyTo needs %d elements, dst has %d", ErrShape, v.numel, len(dst))
+	}
+	for i, x := range v.All() {
+		dst[i] = x
+	}
+	return int(v.numel), nil
+}
