@@ -210,9 +210,11 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		m := (*ManagedTensorVersioned)(p)
 		s.deleter = m.Deleter
 		// The major version decides the layout of everything after flags.
-		if m.Version.Major != MajorVersion {
+		if v := m.Version; v.Major != MajorVersion {
+			// Build the error before the deleter frees the struct.
+			err := fieldErr(ErrVersion, "version.major", v.Major, "this package reads major version 1 (tensor is "+v.String()+")")
 			callDeleter(s.deleter, uintptr(p))
-			return fieldErr(ErrVersion, "version.major", m.Version.Major, "this package reads major version 1 (tensor is "+m.Version.String()+")")
+			return err
 		}
 		version, flags, t = m.Version, m.Flags, &m.DLTensor
 	}
@@ -268,7 +270,7 @@ func (s *foreignState) settle(p unsafe.Pointer, legacy bool, opts []ImportOption
 			}
 		case importContiguous:
 			if !c.contiguous {
-				return fieldErr(ErrRequirement, "dl_tensor.strides", c.strides, "required compact row-major")
+				return fieldErr(ErrRequirement, "dl_tensor.strides", clone(c.strides), "required compact row-major")
 			}
 		}
 	}

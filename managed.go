@@ -167,7 +167,7 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []i
 		return p, fieldErr(ErrNDim, "ndim", len(shape), "must be 0.."+strconv.Itoa(MaxNDim))
 	}
 	if strides != nil && len(strides) != len(shape) {
-		return p, fieldErr(ErrStrides, "strides", strides, "want "+strconv.Itoa(len(shape))+" strides for the shape")
+		return p, fieldErr(ErrStrides, "strides", clone(strides), "want "+strconv.Itoa(len(shape))+" strides for the shape")
 	}
 	if legacy && p.flags&FlagReadOnly != 0 {
 		return p, fieldErr(ErrReadOnly, "flags", FlagReadOnly, "legacy tensors cannot signal read-only; export versioned")
@@ -180,7 +180,7 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []i
 		lo, loOK := addCheck(int64(p.first), p.minOff)
 		hi, hiOK := addCheck(int64(p.first), p.maxOff)
 		if p.first < 0 || !loOK || !hiOK || lo < 0 || hi >= int64(n) {
-			return p, fieldErr(ErrShape, "shape", shape,
+			return p, fieldErr(ErrShape, "shape", clone(shape),
 				"with strides "+formatInts(p.strides)+" and offset "+strconv.Itoa(p.first)+
 					" the tensor reaches elements "+strconv.FormatInt(lo, 10)+".."+strconv.FormatInt(hi, 10)+
 					" of a slice of length "+strconv.Itoa(n))
@@ -331,11 +331,11 @@ func NewBuffer[T Element](shape ...int64) (*Buffer[T], error) {
 	var z T
 	nbytes, ok := mulCheck(l.numel, int64(unsafe.Sizeof(z)))
 	if !ok || uint64(nbytes) > uint64(^uintptr(0)>>1)-2*bufferAlign {
-		return nil, fieldErr(ErrOverflow, "shape", shape, "buffer size overflows")
+		return nil, fieldErr(ErrOverflow, "shape", clone(shape), "buffer size overflows")
 	}
 	ctl := cBufferAlloc(uint64(nbytes))
 	if ctl == nil {
-		return nil, fieldErr(ErrNoMemory, "shape", shape, strconv.FormatInt(nbytes, 10)+" bytes")
+		return nil, fieldErr(ErrNoMemory, "shape", clone(shape), strconv.FormatInt(nbytes, 10)+" bytes")
 	}
 	b := &Buffer[T]{ctl: ctl, shape: l.shape}
 	if l.numel > 0 {

@@ -62,7 +62,7 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 		l.shape[i] = d
 		var ok bool
 		if l.numel, ok = mulCheck(l.numel, d); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"shape", shape, "element count overflows int64")
+			return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
 		}
 	}
 	if strides == nil {
@@ -71,7 +71,7 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 			l.strides[i] = acc
 			var ok bool
 			if acc, ok = mulCheck(acc, max(l.shape[i], 1)); !ok {
-				return layout{}, fieldErr(ErrOverflow, prefix+"shape", shape, "row-major strides overflow int64")
+				return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
 			}
 		}
 	} else {
@@ -97,7 +97,7 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 			}
 		}
 		if _, ok := addCheck(l.maxOff, -l.minOff); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"strides", l.strides, "extent overflows int64")
+			return layout{}, fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
 		}
 	}
 	l.contiguous = isRowMajor(l.shape, l.strides, l.numel)
@@ -206,14 +206,14 @@ func checkTensor(t *Tensor, version Version, flags Flags, legacy bool, dims []in
 	}
 	lo, hi, ok := c.byteSpan(t.DType, flags&FlagSubbyteTypePadded != 0)
 	if !ok {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "byte extent overflows int64")
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "byte extent overflows int64")
 	}
 	// The touched range [first+lo, first+hi) must not wrap around.
 	if lo < 0 && uint64(-lo) > first {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "lowest element lies below address 0")
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "lowest element lies below address 0")
 	}
 	if _, carry := bits.Add64(first, uint64(hi), 0); carry != 0 {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", c.strides, "highest element lies past the address space")
+		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "highest element lies past the address space")
 	}
 	c.data = uintptr(first)
 	return c, nil
@@ -228,3 +228,7 @@ func prefixed(err error, prefix string) error {
 	}
 	return err
 }
+
+// clone copies a slice for an error value: errors outlive the tensor, whose
+// memory (or our reused storage) the original slice may point into.
+func clone(v []int64) []int64 { return append([]int64{}, v...) }

@@ -204,7 +204,7 @@ func hostPointer[T Element](f Foreign, compact, writable bool) (*foreignState, u
 		return nil, nil, fieldErr(ErrTypeMismatch, "dl_tensor.dtype", c.dtype, "viewed as "+want.String())
 	}
 	if compact && !c.contiguous {
-		return nil, nil, fieldErr(ErrLayout, "dl_tensor.strides", c.strides, "not compact row-major; use ViewOf")
+		return nil, nil, fieldErr(ErrLayout, "dl_tensor.strides", clone(c.strides), "not compact row-major; use ViewOf")
 	}
 	if writable && !c.writable {
 		why := "the producer set READ_ONLY"
@@ -286,6 +286,9 @@ func ViewOf[T Element](f Foreign) (View[T], error) {
 	}
 	return View[T]{f: f, base: p, shape: dims[:n:n], strides: dims[n:], numel: s.c.numel, writable: s.c.writable}, nil
 }
+
+// Foreign returns the tensor the view belongs to.
+func (v View[T]) Foreign() Foreign { return v.f }
 
 // NDim returns the number of dimensions.
 func (v View[T]) NDim() int { return len(v.shape) }

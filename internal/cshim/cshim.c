@@ -50,7 +50,7 @@ void* cshim_make(const cshim_spec* s) {
 		memset(b->ctx.data_alloc, 0, n);
 		memcpy((char*)b->ctx.data_alloc + s->data_shift, s->data, s->data_len);
 		b->ctx.owns_data = 1;
-		data = b->ctx.data_alloc;
+		data = (char*)b->ctx.data_alloc + s->data_shift;
 	}
 	DLTensor t;
 	memset(&t, 0, sizeof t);
