@@ -163,9 +163,16 @@ func cBufferAlloc(nbytes uint64) unsafe.Pointer {
 	return C.godlpack_buffer_alloc(C.uint64_t(nbytes))
 }
 
+// The export registry is runtime/cgo's handle table: a handle keeps its
+// record reachable (a GC root) until the deleter deletes it. Value and
+// Delete panic on an invalid handle; lookupExport recovers.
+func newHandle(v any) uintptr   { return uintptr(cgo.NewHandle(v)) }
+func handleValue(h uintptr) any { return cgo.Handle(h).Value() }
+func deleteHandle(h uintptr)    { cgo.Handle(h).Delete() }
+
 //export godlpackGoRelease
 func godlpackGoRelease(h C.uint64_t) {
 	// A panic here would unwind into C and kill the process: releaseExport
 	// recovers from everything and counts what it could not release.
-	releaseExport(cgo.Handle(h))
+	releaseExport(uintptr(h))
 }

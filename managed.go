@@ -2,7 +2,6 @@ package dlpack
 
 import (
 	"runtime"
-	"runtime/cgo"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,13 +46,13 @@ var (
 // whatever thread the consumer used. It must not panic: a panic would unwind
 // into C. A handle that is not ours (or no longer ours) is counted in
 // Stats.BadReleases instead.
-func releaseExport(h cgo.Handle) {
+func releaseExport(h uintptr) {
 	rec, ok := lookupExport(h)
 	if !ok {
 		atomic.AddInt64(badReleases, 1)
 		return
 	}
-	h.Delete()
+	deleteHandle(h)
 	rec.pinner.Unpin()
 	rec.base, rec.size = nil, 0
 	recordPool.Put(rec)
@@ -62,7 +61,7 @@ func releaseExport(h cgo.Handle) {
 
 // lookupExport returns the record behind h, without panicking on a handle
 // that is invalid.
-func lookupExport(h cgo.Handle) (rec *exportRecord, ok bool) {
+func lookupExport(h uintptr) (rec *exportRecord, ok bool) {
 	if h == 0 {
 		return nil, false
 	}
@@ -71,7 +70,7 @@ func lookupExport(h cgo.Handle) (rec *exportRecord, ok bool) {
 			rec, ok = nil, false
 		}
 	}()
-	rec, ok = h.Value().(*exportRecord)
+	rec, ok = handleValue(h).(*exportRecord)
 	return rec, ok
 }
 
@@ -247,14 +246,14 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 		rec.base, rec.size = base, capBytes
 		data = uintptr(base) + uintptr(p.first)*elemSize
 	}
-	h := cgo.NewHandle(rec)
+	h := newHandle(rec)
 	deleter := deleterGoVersioned
 	if legacy {
 		deleter = deleterGoLegacy
 	}
-	m := writeBlock(legacy, prefix{handle: uint64(h), magic: magicGo}, uintptr(h), deleter, data, dt, &p)
+	m := writeBlock(legacy, prefix{handle: uint64(h), magic: magicGo}, h, deleter, data, dt, &p)
 	if m == nil {
-		h.Delete()
+		deleteHandle(h)
 		rec.pinner.Unpin()
 		rec.base, rec.size = nil, 0
 		recordPool.Put(rec)

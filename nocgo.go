@@ -2,10 +2,7 @@
 
 package dlpack
 
-import (
-	"runtime/cgo"
-	"unsafe"
-)
+import "unsafe"
 
 // Without cgo the package offers its types, parsing and validation; every
 // operation that allocates C memory or calls a C deleter returns
@@ -24,9 +21,11 @@ var (
 	deleterBufferVersioned, deleterBufferLegacy uintptr
 	emptyData                                   uintptr
 	bufferExports, badReleases                  = new(int64), new(int64)
-	_                                           = releaseExport // used by the cgo build's callback
-	_                                           cgo.Handle
 )
+
+func newHandle(v any) uintptr   { return 0 }
+func handleValue(h uintptr) any { return nil }
+func deleteHandle(h uintptr)    {}
 
 func callDeleter(fn, self uintptr)              {}
 func cMalloc(n uintptr) unsafe.Pointer          { return nil }

@@ -215,3 +215,53 @@ size_t cshim_layout(cshim_field* out, size_t cap) {
 void* cshim_fake_block(size_t prefix_and_struct) {
 	return calloc(1, prefix_and_struct);
 }
+
+// ---- Benchmark fixtures: the cheapest honest producer and consumer ----
+
+static float bench_data[1024];
+
+typedef struct {
+	DLManagedTensorVersioned m;
+	int64_t shape[2], strides[2];
+} bench_block;
+
+static void bench_free(DLManagedTensorVersioned* self) { free(self); }
+
+DLManagedTensorVersioned* cshim_bench_make(void) {
+	bench_block* b = malloc(sizeof *b);
+	b->shape[0] = 32; b->shape[1] = 32;
+	b->strides[0] = 32; b->strides[1] = 1;
+	b->m.version.major = 1; b->m.version.minor = 3;
+	b->m.manager_ctx = NULL;
+	b->m.deleter = bench_free;
+	b->m.flags = 0;
+	b->m.dl_tensor.data = bench_data;
+	b->m.dl_tensor.device.device_type = kDLCPU;
+	b->m.dl_tensor.device.device_id = 0;
+	b->m.dl_tensor.ndim = 2;
+	b->m.dl_tensor.dtype.code = kDLFloat;
+	b->m.dl_tensor.dtype.bits = 32;
+	b->m.dl_tensor.dtype.lanes = 1;
+	b->m.dl_tensor.shape = b->shape;
+	b->m.dl_tensor.strides = b->strides;
+	b->m.dl_tensor.byte_offset = 0;
+	return &b->m;
+}
+
+// A consumer that reads the header (as any would) and releases.
+int64_t cshim_bench_consume(DLManagedTensorVersioned* m) {
+	int64_t n = m->dl_tensor.shape[0];
+	m->deleter(m);
+	return n;
+}
+
+// The floor: n produce -> consume -> release cycles entirely in C.
+int64_t cshim_bench_c_floor(int64_t n) {
+	int64_t acc = 0;
+	for (int64_t i = 0; i < n; i++) {
+		DLManagedTensorVersioned* m = cshim_bench_make();
+		__asm__ volatile("" : : "r"(m) : "memory");
+		acc += cshim_bench_consume(m);
+	}
+	return acc;
+}

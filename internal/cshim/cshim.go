@@ -175,3 +175,15 @@ func FakeBlock(n int) unsafe.Pointer { return C.cshim_fake_block(C.size_t(n)) }
 
 // FreeBlock frees memory from FakeBlock.
 func FreeBlock(p unsafe.Pointer) { C.free(p) }
+
+// BenchMake returns a fresh 32x32 float32 versioned tensor whose deleter
+// frees it (for benchmarks).
+func BenchMake() unsafe.Pointer { return unsafe.Pointer(C.cshim_bench_make()) }
+
+// BenchConsume reads shape[0] of a versioned tensor and calls its deleter.
+func BenchConsume(p unsafe.Pointer) int64 {
+	return int64(C.cshim_bench_consume((*C.DLManagedTensorVersioned)(p)))
+}
+
+// BenchCFloor runs n produce -> consume -> release cycles in C alone.
+func BenchCFloor(n int) int64 { return int64(C.cshim_bench_c_floor(C.int64_t(n))) }

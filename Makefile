@@ -1,0 +1,55 @@
+# The whole test suite: `make test` (what CI runs). Benchmarks: `make bench`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+GO ?= go
+PKGS := ./...
+
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo examples bench
+
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo examples
+	@echo "== all checks passed"
+
+fmt-check:
+	@echo "== gofmt"
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	@echo "== go vet (cgo and CGO_ENABLED=0)"
+	$(GO) vet $(PKGS)
+	CGO_ENABLED=0 $(GO) vet .
+
+unit:
+	@echo "== go test"
+	$(GO) test -count=1 $(PKGS)
+
+race:
+	@echo "== go test -race (also enables checkptr)"
+	$(GO) test -count=1 -race $(PKGS)
+
+cgocheck2:
+	@echo "== go test, GOEXPERIMENT=cgocheck2"
+	GOEXPERIMENT=cgocheck2 $(GO) test -count=1 $(PKGS)
+
+checkfinalizers:
+	@echo "== go test, GODEBUG=checkfinalizers=1 (cleanups must not reach their objects)"
+	$(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' $(PKGS) 2>&1 | grep -v '^checkfinalizers: queue:'
+
+asan:
+	@echo "== go test -asan"
+	$(GO) test -count=1 -asan $(PKGS)
+
+nocgo:
+	@echo "== CGO_ENABLED=0: build and the pure-Go tests"
+	CGO_ENABLED=0 $(GO) build $(PKGS)
+	CGO_ENABLED=0 $(GO) test -count=1 .
+
+examples:
+	@echo "== examples run and end with nothing outstanding"
+	$(GO) run ./examples/quickstart | tee /dev/stderr | grep -q '^done: outstanding exports 0$$'
+
+# Benchmarks, benchstat-friendly: `make bench > new.txt`, then
+# `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
+BENCH ?= .
+COUNT ?= 6
+bench:
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) .
