@@ -4,9 +4,9 @@ SHELL := /bin/bash
 GO ?= go
 PKGS := ./...
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo examples bench
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples bench
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo examples
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples
 	@echo "== all checks passed"
 
 fmt-check:
@@ -42,6 +42,17 @@ nocgo:
 	@echo "== CGO_ENABLED=0: build and the pure-Go tests"
 	CGO_ENABLED=0 $(GO) build $(PKGS)
 	CGO_ENABLED=0 $(GO) test -count=1 .
+
+# Each fuzz target for a bounded time (the seed corpus in testdata/fuzz also
+# runs in every plain `go test`). FUZZTIME=10m make fuzz for a campaign.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := FuzzCheckTensor FuzzParseDataType FuzzParseDevice
+fuzz:
+	@echo "== fuzzing, $(FUZZTIME) per target"
+	@for t in $(FUZZ_TARGETS); do \
+		echo "-- $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+	done
 
 examples:
 	@echo "== examples run and end with nothing outstanding"
