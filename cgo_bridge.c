@@ -8,25 +8,30 @@ int64_t godlpack_buffer_exports = 0;
 int64_t godlpack_bad_releases = 0;
 unsigned char godlpack_empty[GODLPACK_ALIGN] __attribute__((aligned(GODLPACK_ALIGN)));
 
-static godlpack_prefix* prefix_of(void* self) {
-	return (godlpack_prefix*)((char*)self - sizeof(godlpack_prefix));
+// claim returns the hidden prefix of a live block of the given kind and
+// marks it dead, so that a second deleter call (or a struct we did not
+// make) is counted and refused instead of freeing twice. NULL when refused.
+static godlpack_prefix* claim(void* self, uint64_t magic) {
+	if (self == NULL) {
+		return NULL;
+	}
+	godlpack_prefix* p = (godlpack_prefix*)((char*)self - sizeof(godlpack_prefix));
+	if (p->magic != magic) {
+		__atomic_add_fetch(&godlpack_bad_releases, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	p->magic = GODLPACK_MAGIC_DEAD;
+	return p;
 }
 
 // Releases a Go-memory export: one call into Go with the handle we wrote,
-// then frees the block. A second call (or a foreign struct) finds no live
-// magic and is counted instead of freeing twice.
+// then frees the block.
 static void release_go(void* self) {
-	if (self == NULL) {
-		return;
+	godlpack_prefix* p = claim(self, GODLPACK_MAGIC_GO);
+	if (p != NULL) {
+		godlpackGoRelease(p->handle);
+		free(p);
 	}
-	godlpack_prefix* p = prefix_of(self);
-	if (p->magic != GODLPACK_MAGIC_GO) {
-		__atomic_add_fetch(&godlpack_bad_releases, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	p->magic = GODLPACK_MAGIC_DEAD;
-	godlpackGoRelease(p->handle);
-	free(p);
 }
 
 void godlpack_release_versioned(DLManagedTensorVersioned* self) { release_go(self); }
@@ -35,15 +40,10 @@ void godlpack_release_legacy(DLManagedTensor* self) { release_go(self); }
 // Releases a Buffer export in pure C: drops one reference to the buffer and
 // frees it with the last one.
 static void release_buffer(void* self) {
-	if (self == NULL) {
+	godlpack_prefix* p = claim(self, GODLPACK_MAGIC_BUF);
+	if (p == NULL) {
 		return;
 	}
-	godlpack_prefix* p = prefix_of(self);
-	if (p->magic != GODLPACK_MAGIC_BUF) {
-		__atomic_add_fetch(&godlpack_bad_releases, 1, __ATOMIC_RELAXED);
-		return;
-	}
-	p->magic = GODLPACK_MAGIC_DEAD;
 	godlpack_bufctl* ctl = (godlpack_bufctl*)(uintptr_t)p->handle;
 	if (__atomic_sub_fetch(&ctl->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		free(ctl);

@@ -131,7 +131,6 @@ const (
 	cgoEnabled  = true
 	magicGo     = C.GODLPACK_MAGIC_GO
 	magicBuffer = C.GODLPACK_MAGIC_BUF
-	magicDead   = C.GODLPACK_MAGIC_DEAD
 	bufferAlign = C.GODLPACK_ALIGN
 )
 
@@ -151,7 +150,8 @@ func callDeleter(fn, self uintptr) {
 	C.godlpack_call_deleter(C.uintptr_t(fn), C.uintptr_t(self))
 }
 
-// cMalloc returns n bytes of C memory (8-byte aligned), or nil.
+// cMalloc returns n bytes of C memory (8-byte aligned). Like a Go
+// allocation, cgo's C.malloc crashes the process rather than return nil.
 func cMalloc(n uintptr) unsafe.Pointer { return C.malloc(C.size_t(n)) }
 
 // cFree frees memory from cMalloc or cBufferAlloc.

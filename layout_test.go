@@ -3,11 +3,16 @@
 package dlpack_test
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/cshim"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -53,4 +58,46 @@ func TestLayoutMatchesC(t *testing.T) {
 	require.Equal(t, uintptr(48), gol["DLTensor"][1])
 	require.Equal(t, uintptr(64), gol["DLManagedTensor"][1])
 	require.Equal(t, uintptr(80), gol["DLManagedTensorVersioned"][1])
+}
+
+// TestLayoutAssertionsBreakTheBuild proves the compile-time checks in
+// cgo_bridge.go work: a copy of the package whose Tensor mirror has an
+// extra trailing field (so its size, and every struct containing it,
+// differ from C) must fail to build.
+func TestLayoutAssertionsBreakTheBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a copy of the package")
+	}
+	dir := t.TempDir()
+	for _, pattern := range []string{"*.go", "*.c", "go.mod"} {
+		files, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+		}
+	}
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "include"), os.DirFS("include")))
+	build := func() (string, error) {
+		cmd := exec.Command("go", "build", ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "CGO_ENABLED=1")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := build()
+	require.NoError(t, err, "the unmodified copy builds: %s", out)
+
+	src, err := os.ReadFile(filepath.Join(dir, "dlpack.go"))
+	require.NoError(t, err)
+	broken := strings.Replace(string(src), "\tByteOffset uint64\n", "\tByteOffset uint64\n\t_          [8]byte\n", 1)
+	require.NotEqual(t, string(src), broken)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "dlpack.go"), []byte(broken), 0o644))
+	out, err = build()
+	require.Error(t, err, "a mirror of the wrong size must not build")
+	assert.Contains(t, out, "out of bounds", "the layout assertion is what fails: %s", out)
 }

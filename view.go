@@ -26,6 +26,18 @@ func (f Foreign) Close() error {
 	return nil
 }
 
+// closedInfo is what the accessors of a closed Foreign read: zero values.
+var closedInfo checked
+
+// info returns the validated description while the tensor is open, and
+// closedInfo (never written) afterwards.
+func (f Foreign) info() *checked {
+	if s := f.live(); s != nil {
+		return &s.c
+	}
+	return &closedInfo
+}
+
 // Err returns nil while the tensor is open and ErrClosed afterwards.
 func (f Foreign) Err() error {
 	if f.live() == nil {
@@ -38,140 +50,82 @@ func (f Foreign) Err() error {
 func (f Foreign) Closed() bool { return f.live() == nil }
 
 // NDim returns the number of dimensions.
-func (f Foreign) NDim() int {
-	if s := f.live(); s != nil {
-		return s.c.ndim
+func (f Foreign) NDim() int { return f.info().ndim }
+
+// Shape returns a copy of the shape (nil once closed).
+func (f Foreign) Shape() []int64 { return cloneOpen(f.info().shape, f) }
+
+// Strides returns a copy of the strides, in elements (nil once closed).
+// They are always filled, also for tensors sent with NULL strides (compact
+// row-major).
+func (f Foreign) Strides() []int64 { return cloneOpen(f.info().strides, f) }
+
+func cloneOpen(v []int64, f Foreign) []int64 {
+	if f.Closed() {
+		return nil
 	}
-	return 0
+	return clone(v)
 }
 
-// Shape returns a copy of the shape.
-func (f Foreign) Shape() []int64 {
-	if s := f.live(); s != nil {
-		return append([]int64{}, s.c.shape...)
-	}
-	return nil
-}
-
-// Strides returns a copy of the strides, in elements. They are always
-// filled, also for tensors sent with NULL strides (compact row-major).
-func (f Foreign) Strides() []int64 {
-	if s := f.live(); s != nil {
-		return append([]int64{}, s.c.strides...)
-	}
-	return nil
-}
-
-// Dim returns the size of dimension i; it panics if i is out of range.
+// Dim returns the size of dimension i; it panics if i is out of range of
+// an open tensor's dimensions.
 func (f Foreign) Dim(i int) int64 {
-	if s := f.live(); s != nil {
-		return s.c.shape[i]
+	if c := f.info(); c != &closedInfo {
+		return c.shape[i]
 	}
 	return 0
 }
 
 // Stride returns the stride of dimension i in elements; it panics if i is
-// out of range.
+// out of range of an open tensor's dimensions.
 func (f Foreign) Stride(i int) int64 {
-	if s := f.live(); s != nil {
-		return s.c.strides[i]
+	if c := f.info(); c != &closedInfo {
+		return c.strides[i]
 	}
 	return 0
 }
 
 // Len returns the number of elements.
-func (f Foreign) Len() int64 {
-	if s := f.live(); s != nil {
-		return s.c.numel
-	}
-	return 0
-}
+func (f Foreign) Len() int64 { return f.info().numel }
 
 // DataType returns the element type.
-func (f Foreign) DataType() DataType {
-	if s := f.live(); s != nil {
-		return s.c.dtype
-	}
-	return DataType{}
-}
+func (f Foreign) DataType() DataType { return f.info().dtype }
 
 // Device returns where the data lives.
-func (f Foreign) Device() Device {
-	if s := f.live(); s != nil {
-		return s.c.device
-	}
-	return Device{}
-}
+func (f Foreign) Device() Device { return f.info().device }
 
 // Flags returns the producer's flags (0 for legacy tensors).
-func (f Foreign) Flags() Flags {
-	if s := f.live(); s != nil {
-		return s.c.flags
-	}
-	return 0
-}
+func (f Foreign) Flags() Flags { return f.info().flags }
 
 // Version returns the producer's DLPack version (0.0 for legacy tensors).
-func (f Foreign) Version() Version {
-	if s := f.live(); s != nil {
-		return s.c.version
-	}
-	return Version{}
-}
+func (f Foreign) Version() Version { return f.info().version }
 
 // Legacy reports whether the tensor came as a pre-1.0 DLManagedTensor.
-func (f Foreign) Legacy() bool {
-	if s := f.live(); s != nil {
-		return s.c.legacy
-	}
-	return false
-}
+func (f Foreign) Legacy() bool { return f.info().legacy }
 
 // ByteOffset returns the producer's byte_offset (already applied by every
 // view and by DataAddr).
-func (f Foreign) ByteOffset() uint64 {
-	if s := f.live(); s != nil {
-		return s.c.offset
-	}
-	return 0
-}
+func (f Foreign) ByteOffset() uint64 { return f.info().offset }
 
 // DataAddr returns the address of the first element (data + byte_offset),
 // which for device tensors is a device address; 0 if data is NULL.
-func (f Foreign) DataAddr() uintptr {
-	if s := f.live(); s != nil {
-		return s.c.data
-	}
-	return 0
-}
+func (f Foreign) DataAddr() uintptr { return f.info().data }
 
 // NBytes returns the bytes a compact buffer of this tensor would take
 // (packed for sub-byte types unless FlagSubbyteTypePadded).
 func (f Foreign) NBytes() int64 {
-	if s := f.live(); s != nil {
-		n, _ := s.c.dtype.StorageBytes(s.c.numel, s.c.flags&FlagSubbyteTypePadded != 0)
-		return n
-	}
-	return 0
+	c := f.info()
+	n, _ := c.dtype.StorageBytes(c.numel, c.flags&FlagSubbyteTypePadded != 0)
+	return n
 }
 
 // IsContiguous reports whether the tensor is compact row-major (strides of
 // size-1 dimensions do not matter).
-func (f Foreign) IsContiguous() bool {
-	if s := f.live(); s != nil {
-		return s.c.contiguous
-	}
-	return false
-}
+func (f Foreign) IsContiguous() bool { return f.info().contiguous }
 
 // Writable reports whether views may write: not read-only, and for legacy
 // tensors only with AssumeWritable.
-func (f Foreign) Writable() bool {
-	if s := f.live(); s != nil {
-		return s.c.writable
-	}
-	return false
-}
+func (f Foreign) Writable() bool { return f.info().writable }
 
 // IsCopied reports FlagIsCopied: the producer made this copy for us alone.
 func (f Foreign) IsCopied() bool { return f.Flags()&FlagIsCopied != 0 }
