@@ -140,43 +140,34 @@ func FuzzCheckTensor(f *testing.F) {
 	})
 }
 
-// FuzzParseDataType: parsing never panics, and whatever parses prints back
-// to a string that parses to the same type.
-func FuzzParseDataType(f *testing.F) {
-	for _, s := range []string{"float32", "bfloat16", "float8_e4m3fn", "int8x4", "complex128", "bool", "dtype(code=99,bits=8)x3", "x", "floatx"} {
+// fuzzRoundTrip checks that parse never panics, that its errors wrap
+// sentinel, and that whatever it accepts prints back (with str) to a string
+// that parses to the same value.
+func fuzzRoundTrip[T comparable](f *testing.F, seeds []string, parse func(string) (T, error), str func(T) string, sentinel error) {
+	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDataType(s)
+		v, err := parse(s)
 		if err != nil {
-			if !errors.Is(err, ErrDataType) {
-				t.Fatalf("error %v does not wrap ErrDataType", err)
+			if !errors.Is(err, sentinel) {
+				t.Fatalf("error %v does not wrap %v", err, sentinel)
 			}
 			return
 		}
-		d2, err := ParseDataType(d.String())
-		if err != nil || d2 != d {
-			t.Fatalf("%q -> %#v -> %q -> %#v, %v", s, d, d.String(), d2, err)
+		v2, err := parse(str(v))
+		if err != nil || v2 != v {
+			t.Fatalf("%q -> %#v -> %q -> %#v, %v", s, v, str(v), v2, err)
 		}
 	})
 }
 
-// FuzzParseDevice: as FuzzParseDataType, for devices.
+func FuzzParseDataType(f *testing.F) {
+	fuzzRoundTrip(f, []string{"float32", "bfloat16", "float8_e4m3fn", "int8x4", "complex128", "bool", "dtype(code=99,bits=8)x3", "x", "floatx"},
+		ParseDataType, DataType.String, ErrDataType)
+}
+
 func FuzzParseDevice(f *testing.F) {
-	for _, s := range []string{"cpu", "cuda:1", "rocm_host", "device(42):3", "cuda:-1", ":"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseDevice(s)
-		if err != nil {
-			if !errors.Is(err, ErrDevice) {
-				t.Fatalf("error %v does not wrap ErrDevice", err)
-			}
-			return
-		}
-		d2, err := ParseDevice(d.String())
-		if err != nil || d2 != d {
-			t.Fatalf("%q -> %#v -> %q -> %#v, %v", s, d, d.String(), d2, err)
-		}
-	})
+	fuzzRoundTrip(f, []string{"cpu", "cuda:1", "rocm_host", "device(42):3", "cuda:-1", ":"},
+		ParseDevice, Device.String, ErrDevice)
 }
