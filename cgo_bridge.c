@@ -6,6 +6,14 @@
 
 int64_t godlpack_buffer_exports = 0;
 int64_t godlpack_bad_releases = 0;
+// Every C block this package allocates (managed-struct blocks and buffers)
+// counts here from its malloc to its free: a count-based leak check.
+int64_t godlpack_live_blocks = 0;
+
+static void counted_free(void* p) {
+	__atomic_sub_fetch(&godlpack_live_blocks, 1, __ATOMIC_RELAXED);
+	free(p);
+}
 unsigned char godlpack_empty[GODLPACK_ALIGN] __attribute__((aligned(GODLPACK_ALIGN)));
 
 // claim returns the hidden prefix of a live block of the given kind and
@@ -30,7 +38,7 @@ static void release_go(void* self) {
 	godlpack_prefix* p = claim(self, GODLPACK_MAGIC_GO);
 	if (p != NULL) {
 		godlpackGoRelease(p->handle);
-		free(p);
+		counted_free(p);
 	}
 }
 
@@ -46,10 +54,10 @@ static void release_buffer(void* self) {
 	}
 	godlpack_bufctl* ctl = (godlpack_bufctl*)(uintptr_t)p->handle;
 	if (__atomic_sub_fetch(&ctl->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-		free(ctl);
+		counted_free(ctl);
 	}
 	__atomic_sub_fetch(&godlpack_buffer_exports, 1, __ATOMIC_RELAXED);
-	free(p);
+	counted_free(p);
 }
 
 void godlpack_buffer_release_versioned(DLManagedTensorVersioned* self) { release_buffer(self); }
@@ -71,9 +79,20 @@ void* godlpack_buffer_alloc(uint64_t nbytes) {
 	if (p == NULL) {
 		return NULL;
 	}
+	__atomic_add_fetch(&godlpack_live_blocks, 1, __ATOMIC_RELAXED);
 	memset(p, 0, total);
 	godlpack_bufctl* ctl = (godlpack_bufctl*)p;
 	ctl->refs = 1;
 	ctl->nbytes = nbytes;
+	return p;
+}
+
+void godlpack_buffer_free(void* ctl) { counted_free(ctl); }
+
+void* godlpack_block_alloc(size_t n) {
+	void* p = malloc(n);
+	if (p != NULL) {
+		__atomic_add_fetch(&godlpack_live_blocks, 1, __ATOMIC_RELAXED);
+	}
 	return p;
 }

@@ -73,6 +73,7 @@ enum {
 
 extern int64_t godlpack_buffer_exports;
 extern int64_t godlpack_bad_releases;
+extern int64_t godlpack_live_blocks;
 extern unsigned char godlpack_empty[GODLPACK_ALIGN];
 
 void godlpack_release_versioned(DLManagedTensorVersioned* self);
@@ -81,6 +82,8 @@ void godlpack_buffer_release_versioned(DLManagedTensorVersioned* self);
 void godlpack_buffer_release_legacy(DLManagedTensor* self);
 void godlpack_call_deleter(uintptr_t fn, uintptr_t self);
 void* godlpack_buffer_alloc(uint64_t nbytes);
+void* godlpack_block_alloc(size_t n);
+void godlpack_buffer_free(void* ctl);
 */
 import "C"
 
@@ -143,6 +146,7 @@ var (
 	emptyData              = uintptr(unsafe.Pointer(&C.godlpack_empty[0]))
 	bufferExports          = (*int64)(unsafe.Pointer(&C.godlpack_buffer_exports))
 	badReleases            = (*int64)(unsafe.Pointer(&C.godlpack_bad_releases))
+	liveBlocks             = (*int64)(unsafe.Pointer(&C.godlpack_live_blocks))
 )
 
 // callDeleter calls the C function pointer fn with self.
@@ -150,12 +154,12 @@ func callDeleter(fn, self uintptr) {
 	C.godlpack_call_deleter(C.uintptr_t(fn), C.uintptr_t(self))
 }
 
-// cMalloc returns n bytes of C memory (8-byte aligned). Like a Go
-// allocation, cgo's C.malloc crashes the process rather than return nil.
-func cMalloc(n uintptr) unsafe.Pointer { return C.malloc(C.size_t(n)) }
+// cMalloc returns n bytes of C memory (8-byte aligned) for a managed
+// struct block, counted in Stats.CBlocks until a deleter frees it; or nil.
+func cMalloc(n uintptr) unsafe.Pointer { return C.godlpack_block_alloc(C.size_t(n)) }
 
-// cFree frees memory from cMalloc or cBufferAlloc.
-func cFree(p unsafe.Pointer) { C.free(p) }
+// cFree frees a Buffer allocation from cBufferAlloc.
+func cFree(p unsafe.Pointer) { C.godlpack_buffer_free(p) }
 
 // cBufferAlloc returns a Buffer control block followed, at bufferDataOffset,
 // by nbytes of data, 256-byte aligned and zeroed; or nil.

@@ -87,6 +87,7 @@ type Stats struct {
 	BufferExports int64 // Buffer exports not yet released
 	LeakedImports int64 // imported tensors released by the cleanup because nobody closed them
 	BadReleases   int64 // deleter calls on a struct that was not live (a second call, or not ours)
+	CBlocks       int64 // C allocations of this package not yet freed (export blocks and buffers)
 }
 
 // ReadStats returns the current counters.
@@ -96,6 +97,7 @@ func ReadStats() Stats {
 		BufferExports: atomic.LoadInt64(bufferExports),
 		LeakedImports: leakedImports.Load(),
 		BadReleases:   atomic.LoadInt64(badReleases),
+		CBlocks:       atomic.LoadInt64(liveBlocks),
 	}
 }
 

@@ -19,7 +19,7 @@ var (
 	deleterGoVersioned, deleterGoLegacy         uintptr
 	deleterBufferVersioned, deleterBufferLegacy uintptr
 	emptyData                                   uintptr
-	bufferExports, badReleases                  = new(int64), new(int64)
+	bufferExports, badReleases, liveBlocks      = new(int64), new(int64), new(int64)
 )
 
 func newHandle(v any) uintptr   { return 0 }

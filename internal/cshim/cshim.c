@@ -7,6 +7,7 @@
 #include "cshim.h"
 
 int64_t cshim_deletes[CSHIM_SLOTS];
+int64_t cshim_live = 0; // producer blocks not yet freed
 
 typedef struct {
 	int slot;
@@ -26,6 +27,7 @@ typedef struct {
 
 static void free_block(cshim_block* b) {
 	__atomic_add_fetch(&cshim_deletes[b->ctx.slot], 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&cshim_live, 1, __ATOMIC_SEQ_CST);
 	if (b->ctx.owns_data) {
 		free(b->ctx.data_alloc);
 	}
@@ -42,6 +44,7 @@ static void deleter_legacy(DLManagedTensor* self) {
 
 void* cshim_make(const cshim_spec* s) {
 	cshim_block* b = calloc(1, sizeof(cshim_block));
+	__atomic_add_fetch(&cshim_live, 1, __ATOMIC_SEQ_CST);
 	b->ctx.slot = s->slot;
 	void* data = (void*)s->data_addr;
 	if (s->data_len > 0 || s->alloc_data) {
@@ -87,6 +90,7 @@ void* cshim_make(const cshim_spec* s) {
 void cshim_free_unmanaged(void* p) {
 	// For tensors made with null_deleter: free the block without counting.
 	cshim_block* b = (cshim_block*)((char*)p - offsetof(cshim_block, m));
+	__atomic_sub_fetch(&cshim_live, 1, __ATOMIC_SEQ_CST);
 	if (b->ctx.owns_data) {
 		free(b->ctx.data_alloc);
 	}

@@ -51,6 +51,10 @@ func (t Tensor) Deletes() int64 {
 	return atomic.LoadInt64((*int64)(unsafe.Pointer(&C.cshim_deletes[t.Slot])))
 }
 
+// Live returns how many tensors made by Make are not yet freed (by their
+// deleter or by Free).
+func Live() int64 { return atomic.LoadInt64((*int64)(unsafe.Pointer(&C.cshim_live))) }
+
 // Make produces a tensor in C memory as described by s.
 func Make(s Spec) Tensor {
 	slot := int(nextSlot.Add(1) % C.CSHIM_SLOTS)

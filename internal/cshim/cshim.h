@@ -8,6 +8,7 @@
 #define CSHIM_MAXDIMS 80
 
 extern int64_t cshim_deletes[CSHIM_SLOTS];
+extern int64_t cshim_live;
 
 typedef struct {
 	int slot;
