@@ -269,3 +269,132 @@ int64_t cshim_bench_c_floor(int64_t n) {
 	}
 	return acc;
 }
+
+// ---- Stress fixture: C threads that produce for Go and release Go's exports ----
+
+#include <sched.h>
+
+typedef struct {
+	pthread_mutex_t mu;
+	void** items;
+	int cap, head, len;
+} queue;
+
+static int q_push(queue* q, void* p) {
+	pthread_mutex_lock(&q->mu);
+	int ok = q->len < q->cap;
+	if (ok) {
+		q->items[(q->head + q->len) % q->cap] = p;
+		q->len++;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return ok;
+}
+
+static void* q_pop(queue* q) {
+	void* p = NULL;
+	pthread_mutex_lock(&q->mu);
+	if (q->len > 0) {
+		p = q->items[q->head];
+		q->head = (q->head + 1) % q->cap;
+		q->len--;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return p;
+}
+
+static queue to_go, to_c;
+static int64_t stress_made, stress_deleted, stress_released, stress_bad_sums;
+static int producers_left, exports_done;
+static pthread_t stress_threads[64];
+static int stress_nthreads;
+
+static void stress_deleter(DLManagedTensorVersioned* self) {
+	__atomic_add_fetch(&stress_deleted, 1, __ATOMIC_SEQ_CST);
+	free(self);
+}
+
+typedef struct {
+	DLManagedTensorVersioned m;
+	int64_t shape[1], strides[1];
+	float data[4];
+} stress_tensor;
+
+static void* producer(void* arg) {
+	int n = (int)(intptr_t)arg;
+	for (int i = 0; i < n; i++) {
+		stress_tensor* t = calloc(1, sizeof *t);
+		for (int j = 0; j < 4; j++) t->data[j] = (float)(j + 1);
+		t->shape[0] = 4; t->strides[0] = 1;
+		t->m.version.major = 1; t->m.version.minor = 3;
+		t->m.deleter = stress_deleter;
+		t->m.dl_tensor.data = t->data;
+		t->m.dl_tensor.device.device_type = kDLCPU;
+		t->m.dl_tensor.ndim = 1;
+		t->m.dl_tensor.dtype.code = kDLFloat; t->m.dl_tensor.dtype.bits = 32; t->m.dl_tensor.dtype.lanes = 1;
+		t->m.dl_tensor.shape = t->shape; t->m.dl_tensor.strides = t->strides;
+		__atomic_add_fetch(&stress_made, 1, __ATOMIC_SEQ_CST);
+		while (!q_push(&to_go, &t->m)) sched_yield();
+	}
+	__atomic_sub_fetch(&producers_left, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+// Consumers read each Go export (sum must be 10) and release it; a thread
+// exits right after its last release.
+static void* consumer(void* arg) {
+	(void)arg;
+	for (;;) {
+		DLManagedTensorVersioned* m = q_pop(&to_c);
+		if (m == NULL) {
+			if (__atomic_load_n(&exports_done, __ATOMIC_SEQ_CST) && __atomic_load_n(&to_c.len, __ATOMIC_SEQ_CST) == 0) {
+				return NULL;
+			}
+			sched_yield();
+			continue;
+		}
+		if (cshim_sum(&m->dl_tensor) != 10.0) {
+			__atomic_add_fetch(&stress_bad_sums, 1, __ATOMIC_SEQ_CST);
+		}
+		m->deleter(m);
+		__atomic_add_fetch(&stress_released, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+int cshim_stress_start(int nproducers, int per_producer, int nconsumers) {
+	static int inited;
+	if (!inited) {
+		pthread_mutex_init(&to_go.mu, NULL);
+		pthread_mutex_init(&to_c.mu, NULL);
+		to_go.cap = to_c.cap = 4096;
+		to_go.items = malloc(sizeof(void*) * 4096);
+		to_c.items = malloc(sizeof(void*) * 4096);
+		inited = 1;
+	}
+	stress_made = stress_deleted = stress_released = stress_bad_sums = 0;
+	exports_done = 0;
+	producers_left = nproducers;
+	stress_nthreads = 0;
+	for (int i = 0; i < nproducers && stress_nthreads < 64; i++) {
+		if (pthread_create(&stress_threads[stress_nthreads++], NULL, producer, (void*)(intptr_t)per_producer) != 0) return -1;
+	}
+	for (int i = 0; i < nconsumers && stress_nthreads < 64; i++) {
+		if (pthread_create(&stress_threads[stress_nthreads++], NULL, consumer, NULL) != 0) return -1;
+	}
+	return 0;
+}
+
+void* cshim_stress_take(void) { return q_pop(&to_go); }
+int cshim_stress_producers_left(void) { return __atomic_load_n(&producers_left, __ATOMIC_SEQ_CST); }
+int cshim_stress_give(void* m) { return q_push(&to_c, m); }
+
+void cshim_stress_finish(int64_t* made, int64_t* deleted, int64_t* released, int64_t* bad_sums) {
+	__atomic_store_n(&exports_done, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < stress_nthreads; i++) pthread_join(stress_threads[i], NULL);
+	*made = stress_made;
+	*deleted = stress_deleted;
+	*released = stress_released;
+	*bad_sums = stress_bad_sums;
+}
+
+int64_t cshim_stress_deleted(void) { return __atomic_load_n(&stress_deleted, __ATOMIC_SEQ_CST); }

@@ -191,3 +191,38 @@ func BenchConsume(p unsafe.Pointer) int64 {
 
 // BenchCFloor runs n produce -> consume -> release cycles in C alone.
 func BenchCFloor(n int) int64 { return int64(C.cshim_bench_c_floor(C.int64_t(n))) }
+
+// StressStart starts nproducers C pthreads that each make perProducer
+// float32 tensors [1 2 3 4] for Go (StressTake), and nconsumers C pthreads
+// that read and release what Go hands them (StressGive). Threads are
+// created in C, never by Go, and exit when their work is done.
+func StressStart(nproducers, perProducer, nconsumers int) {
+	if C.cshim_stress_start(C.int(nproducers), C.int(perProducer), C.int(nconsumers)) != 0 {
+		panic("cshim: pthread_create failed")
+	}
+}
+
+// StressTake returns the next C-made tensor, or nil if none is queued now.
+func StressTake() unsafe.Pointer { return C.cshim_stress_take() }
+
+// StressProducing reports whether producer threads are still running.
+func StressProducing() bool { return C.cshim_stress_producers_left() > 0 }
+
+// StressGive queues a versioned tensor for the consumer threads; false if
+// the queue is full.
+func StressGive(p unsafe.Pointer) bool { return C.cshim_stress_give(p) != 0 }
+
+// StressResult is what the C side counted.
+type StressResult struct{ Made, Deleted, Released, BadSums int64 }
+
+// StressFinish tells the consumers that no more exports come, joins every
+// thread and returns the counts.
+func StressFinish() StressResult {
+	var r [4]C.int64_t
+	C.cshim_stress_finish(&r[0], &r[1], &r[2], &r[3])
+	return StressResult{int64(r[0]), int64(r[1]), int64(r[2]), int64(r[3])}
+}
+
+// StressDeleted returns how many C-made stress tensors have been deleted
+// so far (deleters may still run from cleanups after StressFinish).
+func StressDeleted() int64 { return int64(C.cshim_stress_deleted()) }

@@ -50,4 +50,10 @@ void* cshim_fake_block(size_t n);
 DLManagedTensorVersioned* cshim_bench_make(void);
 int64_t cshim_bench_consume(DLManagedTensorVersioned* m);
 int64_t cshim_bench_c_floor(int64_t n);
+int cshim_stress_start(int nproducers, int per_producer, int nconsumers);
+void* cshim_stress_take(void);
+int cshim_stress_producers_left(void);
+int cshim_stress_give(void* m);
+void cshim_stress_finish(int64_t* made, int64_t* deleted, int64_t* released, int64_t* bad_sums);
+int64_t cshim_stress_deleted(void);
 #endif
