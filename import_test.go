@@ -30,6 +30,16 @@ var malformed = []struct {
 	{"major version 2 with garbage tensor", func() cshim.Spec {
 		return cshim.Spec{Major: 2, NDim: -5, ShapeNull: true, Code: 200, DeviceType: 999}
 	}, nil, dlpack.ErrVersion, "version.major"},
+	{"major version 0xffffffff", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Major = 0xffffffff; return s }, nil, dlpack.ErrVersion, "version.major"},
+	{"bool of 16 bits", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code, s.Bits = 6, 16; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
+	{"int of 12 bits", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code, s.Bits = 0, 12; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
+	{"opaque handle of 0 bits", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code, s.Bits = 3, 0; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
+	{"flag bit 63", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Flags = 1 << 63; return s }, nil, dlpack.ErrFlags, "flags"},
+	{"legacy NULL data with elements", func() cshim.Spec {
+		s := cpuF32([]int64{3}, nil)
+		s.Legacy = true
+		return s
+	}, nil, dlpack.ErrNullData, "dl_tensor.data"},
 	{"negative ndim", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.NDim = -1; return s }, nil, dlpack.ErrNDim, "dl_tensor.ndim"},
 	{"ndim above 64", func() cshim.Spec { s := cpuF32(make([]int64, 65), nil); return s }, nil, dlpack.ErrNDim, "dl_tensor.ndim"},
 	{"unknown type code", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code = 18; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.code"},
