@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/godlpack/dlpack/minifloat"
 )
 
 // DataTypeCode mirrors DLDataTypeCode. It is a plain integer, not a closed
@@ -274,12 +276,15 @@ func boolInt(b bool) int64 {
 }
 
 // Element is the set of Go types that have a DLPack data type and may be
-// viewed or exported directly. DLPack bool elements are bytes holding 0 or 1,
-// which is what Go's bool is; a producer that stores other byte values in a
-// bool tensor should be viewed as uint8 instead.
+// viewed or exported directly. The reduced-precision floats of package
+// minifloat (float16, bfloat16, float8_e4m3fn, float8_e5m2) are elements
+// too. DLPack bool elements are bytes holding 0 or 1, which is what Go's
+// bool is; a producer that stores other byte values in a bool tensor should
+// be viewed as uint8 instead.
 type Element interface {
 	int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 |
-		float32 | float64 | complex64 | complex128 | bool
+		float32 | float64 | complex64 | complex128 | bool |
+		minifloat.Float16 | minifloat.BFloat16 | minifloat.E4M3FN | minifloat.E5M2
 }
 
 // DataTypeOf returns the DLPack data type of the Go element type T.
@@ -312,6 +317,14 @@ func DataTypeOf[T Element]() DataType {
 		return Complex128
 	case bool:
 		return Bool
+	case minifloat.Float16:
+		return Float16
+	case minifloat.BFloat16:
+		return BFloat16
+	case minifloat.E4M3FN:
+		return Float8E4M3FN
+	case minifloat.E5M2:
+		return Float8E5M2
 	}
 	panic(fmt.Sprintf("dlpack: DataTypeOf: unreachable type %T", z))
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/minifloat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -136,6 +137,10 @@ func TestDataTypeOf(t *testing.T) {
 	assert.Equal(t, dlpack.Complex64, dlpack.DataTypeOf[complex64]())
 	assert.Equal(t, dlpack.Complex128, dlpack.DataTypeOf[complex128]())
 	assert.Equal(t, dlpack.Bool, dlpack.DataTypeOf[bool]())
+	assert.Equal(t, dlpack.Float16, dlpack.DataTypeOf[minifloat.Float16]())
+	assert.Equal(t, dlpack.BFloat16, dlpack.DataTypeOf[minifloat.BFloat16]())
+	assert.Equal(t, dlpack.Float8E4M3FN, dlpack.DataTypeOf[minifloat.E4M3FN]())
+	assert.Equal(t, dlpack.Float8E5M2, dlpack.DataTypeOf[minifloat.E5M2]())
 }
 
 func TestDevices(t *testing.T) {

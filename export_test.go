@@ -10,6 +10,7 @@ import (
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/cshim"
+	"github.com/godlpack/dlpack/minifloat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -152,6 +153,14 @@ func TestExportEveryElementType(t *testing.T) {
 	check(m, err, dlpack.Complex128)
 	m, err = dlpack.Export([]bool{true}, []int64{1})
 	check(m, err, dlpack.Bool)
+	m, err = dlpack.Export([]minifloat.Float16{0x3c00}, []int64{1})
+	check(m, err, dlpack.Float16)
+	m, err = dlpack.Export([]minifloat.BFloat16{0x3f80}, []int64{1})
+	check(m, err, dlpack.BFloat16)
+	m, err = dlpack.Export([]minifloat.E4M3FN{0x38}, []int64{1})
+	check(m, err, dlpack.Float8E4M3FN)
+	m, err = dlpack.Export([]minifloat.E5M2{0x3c}, []int64{1})
+	check(m, err, dlpack.Float8E5M2)
 	requireNoOutstanding(t)
 }
 
@@ -338,5 +347,30 @@ func TestDeleterRefusesForeignStructs(t *testing.T) {
 	assert.Equal(t, int64(1), dlpack.Outstanding(), "the real export is untouched")
 	cshim.FreeBlock(fake)
 	cshim.ReleaseVersioned(unsafe.Pointer(m))
+	requireNoOutstanding(t)
+}
+
+// TestReducedPrecisionRoundTrip: bfloat16 values written in Go, exported,
+// imported back and read as minifloat values and as float32.
+func TestReducedPrecisionRoundTrip(t *testing.T) {
+	in := []float32{1, -2.5, 3.140625, 0}
+	xs := make([]minifloat.BFloat16, len(in))
+	for i, x := range in {
+		xs[i] = minifloat.BFloat16From32(x)
+	}
+	m, err := dlpack.Export(xs, []int64{2, 2})
+	require.NoError(t, err)
+	err = dlpack.Borrow(unsafe.Pointer(m), func(f dlpack.Foreign) error {
+		assert.Equal(t, "bfloat16[2 2] cpu strides [2 1]", f.String())
+		ys, err := dlpack.Slice[minifloat.BFloat16](f)
+		require.NoError(t, err)
+		for i, y := range ys {
+			assert.Equal(t, in[i], y.Float32())
+		}
+		_, err = dlpack.Slice[minifloat.Float16](f)
+		assert.ErrorIs(t, err, dlpack.ErrTypeMismatch, "same size, different format")
+		return nil
+	})
+	require.NoError(t, err)
 	requireNoOutstanding(t)
 }

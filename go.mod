@@ -2,7 +2,10 @@ module github.com/godlpack/dlpack
 
 go 1.24
 
-require github.com/stretchr/testify v1.11.1
+require (
+	github.com/stretchr/testify v1.11.1
+	github.com/x448/float16 v0.8.4
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
