@@ -1,10 +1,11 @@
 module github.com/godlpack/dlpack
 
-go 1.24
+go 1.24.0
 
 require (
 	github.com/stretchr/testify v1.11.1
 	github.com/x448/float16 v0.8.4
+	gonum.org/v1/gonum v0.17.0
 )
 
 require (

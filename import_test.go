@@ -653,3 +653,39 @@ func TestBorrow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), ct6.Deletes())
 }
+
+func TestSpan(t *testing.T) {
+	// A 2x2 window with row stride 3 of a 2x3 buffer: 1 2 . / 4 5 .
+	s := cpuF32([]int64{2, 2}, f32s(1, 2, 3, 4, 5, 6))
+	s.Strides = []int64{3, 1}
+	ct := cshim.Make(s)
+	f, err := dlpack.Import(ct.Ptr)
+	require.NoError(t, err)
+	xs, err := dlpack.Span[float32](f)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2, 3, 4, 5}, xs, "first to last element")
+	_, err = dlpack.Slice[float32](f)
+	assert.ErrorIs(t, err, dlpack.ErrLayout)
+	f.Close()
+
+	s.Strides = []int64{-3, 1}
+	s.ByteOffset = 12
+	ct = cshim.Make(s)
+	f, err = dlpack.Import(ct.Ptr)
+	require.NoError(t, err)
+	_, err = dlpack.Span[float32](f)
+	assert.ErrorIs(t, err, dlpack.ErrLayout, "negative strides have no span")
+	f.Close()
+
+	s = cpuF32([]int64{2}, f32s(1, 2))
+	s.Flags = 1
+	ct = cshim.Make(s)
+	f, err = dlpack.Import(ct.Ptr)
+	require.NoError(t, err)
+	_, err = dlpack.Span[float32](f)
+	assert.ErrorIs(t, err, dlpack.ErrReadOnly)
+	ro, err := dlpack.ReadOnlySpan[float32](f)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 2}, ro)
+	f.Close()
+}

@@ -210,6 +210,30 @@ func ReadOnlySlice[T Element](f Foreign) ([]T, error) {
 	return unsafe.Slice((*T)(p), s.c.numel), nil
 }
 
+// Span returns, for a CPU tensor whose strides are all zero or positive,
+// the elements from the first (index 0 in every dimension) to the last, as
+// a writable slice sharing the producer's memory. Element (i, j, ...) is at
+// i*Stride(0) + j*Stride(1) + ...; elements between them belong to the
+// producer's buffer and may be outside the tensor. This is the layout of
+// BLAS-style matrices (gonum's RawMatrix). It fails like Slice, with
+// ErrLayout for negative strides.
+func Span[T Element](f Foreign) ([]T, error) { return span[T](f, true) }
+
+// ReadOnlySpan is Span for tensors that may be read-only: the caller
+// promises not to write through the returned slice.
+func ReadOnlySpan[T Element](f Foreign) ([]T, error) { return span[T](f, false) }
+
+func span[T Element](f Foreign, writable bool) ([]T, error) {
+	s, p, err := hostPointer[T](f, false, writable)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	if s.c.minOff < 0 {
+		return nil, fieldErr(ErrLayout, "dl_tensor.strides", clone(s.c.strides), "negative strides have no span; use ViewOf")
+	}
+	return unsafe.Slice((*T)(p), s.c.maxOff+1), nil
+}
+
 // View is a typed view of a CPU tensor with any strides, including zero
 // (broadcast) and negative ones. It holds the Foreign, which it keeps
 // alive, and checks on every access that the tensor is still open.
