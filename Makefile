@@ -41,7 +41,7 @@ asan:
 nocgo:
 	@echo "== CGO_ENABLED=0: build and the pure-Go tests"
 	CGO_ENABLED=0 $(GO) build $(PKGS)
-	CGO_ENABLED=0 $(GO) test -count=1 .
+	CGO_ENABLED=0 $(GO) test -count=1 $(PKGS)
 
 # Each fuzz target for a bounded number of executions (about 5 s here; the
 # seed corpus in testdata/fuzz also runs in every plain `go test`).

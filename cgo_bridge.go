@@ -84,6 +84,10 @@ void godlpack_call_deleter(uintptr_t fn, uintptr_t self);
 void* godlpack_buffer_alloc(uint64_t nbytes);
 void* godlpack_block_alloc(size_t n);
 void godlpack_buffer_free(void* ctl);
+extern DLPackExchangeAPI godlpack_exchange_api;
+int godlpack_call_allocator(uintptr_t fn, uint8_t code, uint8_t bits, uint16_t lanes, int32_t dev_type,
+                            int32_t dev_id, int32_t ndim, int64_t* shape, uintptr_t* out, char* err, size_t errcap);
+int godlpack_call_stream(uintptr_t fn, int32_t dev_type, int32_t dev_id, uintptr_t* out);
 */
 import "C"
 
@@ -165,6 +169,33 @@ func cFree(p unsafe.Pointer) { C.godlpack_buffer_free(p) }
 // by nbytes of data, 256-byte aligned and zeroed; or nil.
 func cBufferAlloc(nbytes uint64) unsafe.Pointer {
 	return C.godlpack_buffer_alloc(C.uint64_t(nbytes))
+}
+
+// publishedAPI is this package's exchange table (process lifetime, C memory).
+var publishedAPI = (*ExchangeAPI)(unsafe.Pointer(&C.godlpack_exchange_api))
+
+// callAllocator calls a DLPackManagedTensorAllocator with a prototype; on
+// failure msg holds what the allocator reported through SetError.
+func callAllocator(fn uintptr, dt DataType, dev Device, shape []int64) (m uintptr, rc int, msg string) {
+	var out C.uintptr_t
+	var errbuf [256]C.char
+	var sp *C.int64_t
+	if len(shape) > 0 {
+		sp = (*C.int64_t)(unsafe.Pointer(&shape[0]))
+	}
+	r := C.godlpack_call_allocator(C.uintptr_t(fn), C.uint8_t(dt.Code), C.uint8_t(dt.Bits), C.uint16_t(dt.Lanes),
+		C.int32_t(dev.Type), C.int32_t(dev.ID), C.int32_t(len(shape)), sp, &out, &errbuf[0], C.size_t(len(errbuf)))
+	if r != 0 {
+		msg = C.GoString(&errbuf[0])
+	}
+	return uintptr(out), int(r), msg
+}
+
+// callStream calls a DLPackCurrentWorkStream.
+func callStream(fn uintptr, dev Device) (uintptr, int) {
+	var out C.uintptr_t
+	r := C.godlpack_call_stream(C.uintptr_t(fn), C.int32_t(dev.Type), C.int32_t(dev.ID), &out)
+	return uintptr(out), int(r)
 }
 
 // The export registry is runtime/cgo's handle table: a handle keeps its

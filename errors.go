@@ -48,6 +48,9 @@ var (
 	ErrRequirement = errors.New("dlpack: tensor does not meet requirement")
 	// ErrClosed: the tensor was already closed (or its scope has ended).
 	ErrClosed = errors.New("dlpack: tensor is closed")
+	// ErrExchangeAPI: an exchange-API table is missing, of a version this
+	// package cannot use, lacks an entry, or an entry reported failure.
+	ErrExchangeAPI = errors.New("dlpack: exchange API")
 	// ErrCorrupt: the tensor claims to be an export of this package (it has
 	// our deleter) but does not match what was exported.
 	ErrCorrupt = errors.New("dlpack: tensor does not match its export record")

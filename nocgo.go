@@ -30,3 +30,10 @@ func callDeleter(fn, self uintptr)              {}
 func cMalloc(n uintptr) unsafe.Pointer          { return nil }
 func cFree(p unsafe.Pointer)                    {}
 func cBufferAlloc(nbytes uint64) unsafe.Pointer { return nil }
+
+var publishedAPI *ExchangeAPI
+
+func callAllocator(fn uintptr, dt DataType, dev Device, shape []int64) (uintptr, int, string) {
+	return 0, -1, ErrCgoRequired.Error()
+}
+func callStream(fn uintptr, dev Device) (uintptr, int) { return 0, -1 }

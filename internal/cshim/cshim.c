@@ -398,3 +398,143 @@ void cshim_stress_finish(int64_t* made, int64_t* deleted, int64_t* released, int
 }
 
 int64_t cshim_stress_deleted(void) { return __atomic_load_n(&stress_deleted, __ATOMIC_SEQ_CST); }
+
+// ---- Exchange API fixtures ----------------------------------------------
+
+#include <stdio.h>
+
+typedef struct {
+	char kind[64];
+	char message[192];
+	int calls;
+} set_error_record;
+
+static void record_error(void* ctx, const char* kind, const char* message) {
+	set_error_record* r = (set_error_record*)ctx;
+	r->calls++;
+	snprintf(r->kind, sizeof r->kind, "%s", kind);
+	snprintf(r->message, sizeof r->message, "%s", message);
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) { snprintf(report, cap, __VA_ARGS__); return __LINE__; } } while (0)
+
+// Exercises a table the way a C library would: returns 0 when every check
+// holds, else the failing line with a description in report.
+int cshim_exercise_table(const DLPackExchangeAPI* api, char* report, size_t cap) {
+	CHECK(api->header.version.major == 1 && api->header.version.minor == 3, "version %u.%u",
+	      api->header.version.major, api->header.version.minor);
+	CHECK(api->header.prev_api == NULL, "prev_api not NULL");
+	CHECK(api->managed_tensor_from_py_object_no_sync == NULL && api->managed_tensor_to_py_object_no_sync == NULL &&
+	      api->dltensor_from_py_object_no_sync == NULL, "python entries not NULL");
+	CHECK(api->managed_tensor_allocator != NULL && api->current_work_stream != NULL, "missing entries");
+
+	int64_t shape[2] = {2, 3};
+	DLTensor proto;
+	memset(&proto, 0, sizeof proto);
+	proto.device.device_type = kDLCPU;
+	proto.ndim = 2;
+	proto.shape = shape;
+	proto.dtype.code = kDLFloat; proto.dtype.bits = 32; proto.dtype.lanes = 1;
+	set_error_record rec = {{0}, {0}, 0};
+	DLManagedTensorVersioned* m = NULL;
+	CHECK(api->managed_tensor_allocator(&proto, &m, &rec, record_error) == 0 && m != NULL, "allocate failed: %s", rec.message);
+	CHECK(rec.calls == 0, "SetError called on success");
+	DLTensor* t = &m->dl_tensor;
+	CHECK(m->version.major == 1 && m->version.minor == 3 && m->flags == 0, "managed version/flags");
+	CHECK(t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && t->strides[0] == 3 && t->strides[1] == 1, "geometry");
+	CHECK(t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1, "dtype");
+	CHECK(t->data != NULL && ((uintptr_t)t->data % 256) == 0 && t->byte_offset == 0, "data alignment");
+	float* d = (float*)t->data;
+	for (int i = 0; i < 6; i++) {
+		CHECK(d[i] == 0, "not zeroed");
+		d[i] = (float)i;
+	}
+	CHECK(cshim_sum(t) == 15.0, "sum");
+	m->deleter(m);
+
+	proto.ndim = 0;
+	proto.shape = NULL;
+	CHECK(api->managed_tensor_allocator(&proto, &m, &rec, record_error) == 0 && m->dl_tensor.ndim == 0, "0-d");
+	m->deleter(m);
+
+	proto.ndim = 2;
+	proto.shape = shape;
+	proto.device.device_type = kDLCUDA;
+	m = (DLManagedTensorVersioned*)1;
+	CHECK(api->managed_tensor_allocator(&proto, &m, &rec, record_error) == -1, "CUDA accepted");
+	CHECK(m == NULL && rec.calls == 1 && strcmp(rec.kind, "BufferError") == 0, "CUDA error report: %d %s", rec.calls, rec.kind);
+	proto.device.device_type = kDLCPU;
+	shape[1] = -3;
+	CHECK(api->managed_tensor_allocator(&proto, &m, &rec, record_error) == -1 && strcmp(rec.kind, "ValueError") == 0,
+	      "negative dim: %s", rec.kind);
+	CHECK(api->managed_tensor_allocator(&proto, &m, NULL, NULL) == -1, "NULL SetError must be tolerated");
+
+	void* stream = (void*)1;
+	CHECK(api->current_work_stream(kDLCPU, 0, &stream) == 0 && stream == NULL, "CPU stream");
+	CHECK(api->current_work_stream(kDLCUDA, 0, &stream) == -1, "CUDA stream");
+	snprintf(report, cap, "ok");
+	return 0;
+}
+
+// A foreign library's tables: head v2.0 -> v1.3 (usable). Its allocator
+// makes float32 tensors holding 0, 1, 2, ... counted in cshim_live and
+// cshim_foreign_deletes; it refuses ndim > 4.
+int64_t cshim_foreign_deletes;
+
+static void foreign_deleter(DLManagedTensorVersioned* self) {
+	__atomic_add_fetch(&cshim_foreign_deletes, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&cshim_live, 1, __ATOMIC_SEQ_CST);
+	free(self->manager_ctx);
+}
+
+static int foreign_alloc(DLTensor* proto, DLManagedTensorVersioned** out, void* ctx,
+                         void (*SetError)(void*, const char*, const char*)) {
+	if (proto->ndim > 4 || proto->dtype.code != kDLFloat || proto->dtype.bits != 32) {
+		if (SetError) SetError(ctx, "ValueError", "foreign allocator: float32 up to 4-d only");
+		return -1;
+	}
+	int64_t n = 1;
+	for (int i = 0; i < proto->ndim; i++) n *= proto->shape[i];
+	size_t sz = sizeof(DLManagedTensorVersioned) + 16 * 4 + (size_t)n * 4 + 64;
+	char* blk = calloc(1, sz);
+	DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)blk;
+	int64_t* dims = (int64_t*)(m + 1);
+	float* data = (float*)(dims + 8);
+	int64_t acc = 1;
+	for (int i = proto->ndim - 1; i >= 0; i--) {
+		dims[i] = proto->shape[i];
+		dims[4 + i] = acc;
+		acc *= proto->shape[i];
+	}
+	for (int64_t i = 0; i < n; i++) data[i] = (float)i;
+	m->version.major = 1; m->version.minor = 3;
+	m->manager_ctx = blk;
+	m->deleter = foreign_deleter;
+	m->dl_tensor.data = data;
+	m->dl_tensor.device = proto->device;
+	m->dl_tensor.ndim = proto->ndim;
+	m->dl_tensor.dtype = proto->dtype;
+	m->dl_tensor.shape = dims;
+	m->dl_tensor.strides = dims + 4;
+	__atomic_add_fetch(&cshim_live, 1, __ATOMIC_SEQ_CST);
+	*out = m;
+	return 0;
+}
+
+static int foreign_stream(DLDeviceType t, int32_t id, void** out) {
+	*out = t == kDLCUDA ? (void*)(uintptr_t)(0x1000 + id) : NULL;
+	return 0;
+}
+
+static DLPackExchangeAPI foreign_v13 = {{{1, 3}, NULL}, foreign_alloc, NULL, NULL, NULL, foreign_stream};
+static DLPackExchangeAPIHeader foreign_v20 = {{2, 0}, &foreign_v13.header};
+static DLPackExchangeAPIHeader lonely_v20 = {{2, 0}, NULL};
+static DLPackExchangeAPIHeader cyclic = {{0, 9}, &cyclic};
+
+void* cshim_foreign_api(int which) {
+	switch (which) {
+	case 0: return &foreign_v20;
+	case 1: return &lonely_v20;
+	default: return &cyclic;
+	}
+}

@@ -226,3 +226,24 @@ func StressFinish() StressResult {
 // StressDeleted returns how many C-made stress tensors have been deleted
 // so far (deleters may still run from cleanups after StressFinish).
 func StressDeleted() int64 { return int64(C.cshim_stress_deleted()) }
+
+// ExerciseTable uses an exchange table from C the way a C library would
+// (allocate, write, read, release; error reports; streams) and returns ""
+// or what failed.
+func ExerciseTable(api unsafe.Pointer) string {
+	var report [256]C.char
+	if C.cshim_exercise_table((*C.DLPackExchangeAPI)(api), &report[0], 256) != 0 {
+		return C.GoString(&report[0])
+	}
+	return ""
+}
+
+// ForeignAPI returns a foreign library's exchange table: 0, a v2.0 head
+// whose prev_api is a usable v1.3 table; 1, a lone v2.0 table; 2, a
+// header whose prev_api points to itself.
+func ForeignAPI(which int) unsafe.Pointer { return C.cshim_foreign_api(C.int(which)) }
+
+// ForeignDeletes counts deleter calls on tensors from the foreign table.
+func ForeignDeletes() int64 {
+	return atomic.LoadInt64((*int64)(unsafe.Pointer(&C.cshim_foreign_deletes)))
+}

@@ -56,4 +56,7 @@ int cshim_stress_producers_left(void);
 int cshim_stress_give(void* m);
 void cshim_stress_finish(int64_t* made, int64_t* deleted, int64_t* released, int64_t* bad_sums);
 int64_t cshim_stress_deleted(void);
+int cshim_exercise_table(const DLPackExchangeAPI* api, char* report, size_t cap);
+extern int64_t cshim_foreign_deletes;
+void* cshim_foreign_api(int which);
 #endif
