@@ -3,6 +3,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 GO ?= go
 PKGS := ./...
+STATICCHECK := v0.8.2
 
 .PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples bench
 
@@ -14,9 +15,10 @@ fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 vet:
-	@echo "== go vet (cgo and CGO_ENABLED=0)"
+	@echo "== go vet (cgo and CGO_ENABLED=0), staticcheck"
 	$(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) vet .
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) $(PKGS)
 
 unit:
 	@echo "== go test"

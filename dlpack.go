@@ -1,24 +1,8 @@
-// Package dlpack exchanges tensors between Go and any library that speaks
-// DLPack, the in-memory tensor ABI shared by NumPy, PyTorch, JAX, CuPy, Arrow
-// and most C/C++ array code, without copying the data.
-//
-// Ownership in five sentences. A DLPack tensor is lent, never shared: exactly
-// one party owns a managed tensor at any moment, and the borrower calls its
-// deleter exactly once when done. [Export] lends Go memory to C: the data
-// stays where it is, pinned, until the consumer calls the deleter, from any
-// thread, at any time; [Outstanding] counts exports not yet released.
-// [Import] takes ownership of a foreign tensor after checking every field and
-// returns a [Foreign] whose Close calls the producer's deleter exactly once
-// (a cleanup does it for owners that are never closed, and counts it); on a
-// validation error the tensor is released at once. Views of foreign memory
-// ([Slice], [View]) are valid only while the owner is open, and the
-// read-only flag is honoured: read-only data is never handed out writable.
-//
-// The mirror structs in this file ([Tensor], [ManagedTensor],
-// [ManagedTensorVersioned], [ExchangeAPI]) are field-for-field copies of the
-// C structs in include/dlpack/dlpack.h; the build fails if any size or offset
-// differs from the C compiler's. They are plain data: behaviour lives on the
-// safe types ([Foreign], [Buffer]) and functions.
+// This file holds the ABI mirror: field-for-field copies of the C structs
+// in include/dlpack/dlpack.h. The build fails if any size or offset
+// differs from the C compiler's (see cgo_bridge.go). They are plain data:
+// behaviour lives on the safe types (Foreign, Buffer) and functions.
+
 package dlpack
 
 import "strconv"

@@ -71,6 +71,8 @@ type FieldError struct {
 	Why   string // a short explanation, may be empty
 }
 
+// Error formats the sentinel, field, value and explanation, such as
+// "dlpack: invalid shape: dl_tensor.shape[1] = -3 (negative dimension)".
 func (e *FieldError) Error() string {
 	msg := fmt.Sprintf("%v: %s = %v", e.Err, e.Field, e.Value)
 	if e.Why != "" {
@@ -79,6 +81,7 @@ func (e *FieldError) Error() string {
 	return msg
 }
 
+// Unwrap returns the sentinel, for errors.Is.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 func fieldErr(sentinel error, field string, value any, why string) error {

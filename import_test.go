@@ -376,11 +376,13 @@ func TestStridedView(t *testing.T) {
 
 func TestViewAfterCloseAndKeepAlive(t *testing.T) {
 	ct := cshim.Make(cpuF32([]int64{2}, f32s(1, 2)))
-	f, err := dlpack.Import(ct.Ptr)
-	require.NoError(t, err)
-	v, err := dlpack.ViewOf[float32](f)
-	require.NoError(t, err)
-	f = dlpack.Foreign{} // the view alone keeps the tensor alive
+	v := func() dlpack.View[float32] { // the Foreign goes out of scope: the view alone keeps the tensor alive
+		f, err := dlpack.Import(ct.Ptr)
+		require.NoError(t, err)
+		v, err := dlpack.ViewOf[float32](f)
+		require.NoError(t, err)
+		return v
+	}()
 	for i := 0; i < 5; i++ {
 		runtime.GC()
 	}
