@@ -59,10 +59,14 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
 	done
 
+EXAMPLES := quickstart clib gonum
 examples:
 	@echo "== examples run and end with nothing outstanding"
-	@out="$$($(GO) run ./examples/quickstart)"; echo "$$out"; \
-		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "quickstart did not end with nothing outstanding"; exit 1; }
+	@for e in $(EXAMPLES); do \
+		echo "-- go run ./examples/$$e"; \
+		out="$$($(GO) run ./examples/$$e)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "$$e did not end with nothing outstanding"; exit 1; }; \
+	done
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
