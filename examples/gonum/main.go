@@ -88,8 +88,9 @@ func main() {
 	}
 	C.print_and_release((*C.DLManagedTensorVersioned)(unsafe.Pointer(m)))
 
-	runtime.KeepAlive(a) // from here on nothing uses a
-	for i := 0; i < 20 && f.Err() == nil; i++ { // the matrix is gone: its tensor is released
+	// From here on nothing uses a: once collected, its tensor is released.
+	runtime.KeepAlive(a)
+	for i := 0; i < 20 && f.Err() == nil; i++ {
 		runtime.GC()
 	}
 	fmt.Printf("done: outstanding exports %d\n", dlpack.Outstanding())
