@@ -38,7 +38,7 @@ static godlpack_prefix* claim(void* self, uint64_t magic) {
 static void release_go(void* self) {
 	godlpack_prefix* p = claim(self, GODLPACK_MAGIC_GO);
 	if (p != NULL) {
-		godlpackGoRelease(p->handle);
+		godlpackGoRelease(p->handle, p->gen);
 		counted_free(p);
 	}
 }
@@ -149,6 +149,7 @@ static int exchange_allocator(DLTensor* proto, DLManagedTensorVersioned** out, v
 		return alloc_fail(error_ctx, SetError, "MemoryError", "out of memory");
 	}
 	p->handle = (uint64_t)(uintptr_t)ctl;
+	p->gen = 0;
 	p->magic = GODLPACK_MAGIC_BUF;
 	DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)(p + 1);
 	int64_t* shape = (int64_t*)(m + 1);

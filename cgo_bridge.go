@@ -27,6 +27,7 @@ package dlpack
 // Hidden prefix in front of every managed struct this package allocates.
 typedef struct {
 	uint64_t handle;  // cgo.Handle of the export record, or the buffer control block
+	uint64_t gen;     // generation of the record's export (Go exports)
 	uint64_t magic;   // GODLPACK_MAGIC_* while live, GODLPACK_MAGIC_DEAD once released
 } godlpack_prefix;
 
@@ -199,15 +200,16 @@ func callStream(fn uintptr, dev Device) (uintptr, int) {
 }
 
 // The export registry is runtime/cgo's handle table: a handle keeps its
-// record reachable (a GC root) until the deleter deletes it. Value and
-// Delete panic on an invalid handle; lookupExport recovers.
+// record reachable (a GC root) for as long as the record is in use or on
+// the free list. Value and Delete panic on an invalid handle;
+// lookupExport recovers.
 func newHandle(v any) uintptr   { return uintptr(cgo.NewHandle(v)) }
 func handleValue(h uintptr) any { return cgo.Handle(h).Value() }
 func deleteHandle(h uintptr)    { cgo.Handle(h).Delete() }
 
 //export godlpackGoRelease
-func godlpackGoRelease(h C.uint64_t) {
+func godlpackGoRelease(h, gen C.uint64_t) {
 	// A panic here would unwind into C and kill the process: releaseExport
 	// recovers from everything and counts what it could not release.
-	releaseExport(uintptr(h))
+	releaseExport(uintptr(h), uint64(gen))
 }

@@ -336,7 +336,7 @@ func TestBufferExport(t *testing.T) {
 func TestDeleterRefusesForeignStructs(t *testing.T) {
 	m, err := dlpack.Export([]float32{1}, []int64{1})
 	require.NoError(t, err)
-	const prefix = 16
+	const prefix = 24 // handle, generation, magic
 	fake := cshim.FakeBlock(prefix + int(unsafe.Sizeof(dlpack.ManagedTensorVersioned{})))
 	fm := (*dlpack.ManagedTensorVersioned)(ptrAdd(fake, prefix))
 	fm.Deleter = m.Deleter

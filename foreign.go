@@ -287,7 +287,7 @@ func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
 	pre := (*prefix)(unsafe.Add(p, -int(unsafe.Sizeof(prefix{}))))
 	var rec *exportRecord
 	if pre.magic == magicGo {
-		rec, _ = lookupExport(uintptr(pre.handle))
+		rec, _ = lookupExport(uintptr(pre.handle), pre.gen)
 	}
 	if rec == nil || rec.base == nil {
 		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")

@@ -12,9 +12,10 @@ import (
 
 // prefix mirrors godlpack_prefix, the hidden header this package writes in
 // front of every managed struct it allocates. The deleters read the handle
-// from here, never from fields a consumer could have changed.
+// and generation from here, never from fields a consumer could have changed.
 type prefix struct {
 	handle uint64
+	gen    uint64
 	magic  uint64
 }
 
@@ -27,41 +28,87 @@ type bufctl struct {
 // bufferDataOffset is where a Buffer's data starts after its control block.
 const bufferDataOffset = 256
 
-// exportRecord is the Go owner of one outstanding Go-memory export. The
-// cgo.Handle stored in the block's prefix (and in manager_ctx) keeps it
-// reachable, and it keeps the data reachable and pinned, until the deleter.
+// exportRecord is the Go owner of one outstanding Go-memory export. Each
+// record has a permanent cgo.Handle, which goes into manager_ctx and the
+// block's prefix and keeps the record reachable (the handle table is a GC
+// root); the record keeps the data reachable and pinned until the deleter.
+// Records are recycled, handle and all, so an export costs no handle
+// allocation; gen, written into each block's prefix and moved on by the
+// release that claims it, makes a stale or repeated deleter call unable to
+// release the record or its next export.
 type exportRecord struct {
 	pinner runtime.Pinner
 	base   unsafe.Pointer // start of the exported Go object; nil for empty tensors
 	size   uintptr        // bytes of the exported slice's backing array
+	handle uintptr        // this record's cgo.Handle
+	gen    atomic.Uint64  // generation of the current export; a release claims it by CAS
+}
+
+// maxFreeRecords bounds the records kept for reuse; beyond it a released
+// record's handle is deleted and the record left to the GC.
+const maxFreeRecords = 4096
+
+// records is the free list. It cannot be a sync.Pool: the GC empties
+// pools, and a record dropped that way would stay in the handle table
+// forever.
+var records struct {
+	mu   sync.Mutex
+	free []*exportRecord
+}
+
+func getRecord() *exportRecord {
+	records.mu.Lock()
+	if n := len(records.free); n > 0 {
+		rec := records.free[n-1]
+		records.free = records.free[:n-1]
+		records.mu.Unlock()
+		return rec
+	}
+	records.mu.Unlock()
+	rec := new(exportRecord)
+	rec.handle = newHandle(rec)
+	return rec
+}
+
+// putRecord returns a record whose export has been claimed (its gen
+// already moved on) to the free list.
+func putRecord(rec *exportRecord) {
+	rec.base, rec.size = nil, 0
+	records.mu.Lock()
+	if len(records.free) < maxFreeRecords {
+		records.free = append(records.free, rec)
+		records.mu.Unlock()
+		return
+	}
+	records.mu.Unlock()
+	deleteHandle(rec.handle)
 }
 
 var (
-	recordPool    = sync.Pool{New: func() any { return new(exportRecord) }}
 	goExports     atomic.Int64 // Go-memory exports not yet released
 	leakedImports atomic.Int64 // imports released by the cleanup, never closed
 )
 
 // releaseExport is called once per Go-memory export, by its C deleter, on
 // whatever thread the consumer used. It must not panic: a panic would unwind
-// into C. A handle that is not ours (or no longer ours) is counted in
+// into C. A handle or generation that is not live is counted in
 // Stats.BadReleases instead.
-func releaseExport(h uintptr) {
-	rec, ok := lookupExport(h)
-	if !ok {
+func releaseExport(h uintptr, gen uint64) {
+	rec, ok := lookupExport(h, gen)
+	// Claim the export: of any number of concurrent releases with the same
+	// generation, exactly one moves it on.
+	if !ok || !rec.gen.CompareAndSwap(gen, gen+1) {
 		atomic.AddInt64(badReleases, 1)
 		return
 	}
-	deleteHandle(h)
 	rec.pinner.Unpin()
-	rec.base, rec.size = nil, 0
-	recordPool.Put(rec)
+	putRecord(rec)
 	goExports.Add(-1)
 }
 
-// lookupExport returns the record behind h, without panicking on a handle
-// that is invalid.
-func lookupExport(h uintptr) (rec *exportRecord, ok bool) {
+// lookupExport returns the record behind h if its current export has
+// generation gen, without panicking on a handle that is invalid.
+func lookupExport(h uintptr, gen uint64) (rec *exportRecord, ok bool) {
 	if h == 0 {
 		return nil, false
 	}
@@ -71,7 +118,10 @@ func lookupExport(h uintptr) (rec *exportRecord, ok bool) {
 		}
 	}()
 	rec, ok = handleValue(h).(*exportRecord)
-	return rec, ok
+	if !ok || rec.gen.Load() != gen {
+		return nil, false
+	}
+	return rec, true
 }
 
 // Outstanding returns how many tensors exported by this package (Go memory
@@ -241,24 +291,22 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	if err != nil {
 		return nil, err
 	}
-	rec := recordPool.Get().(*exportRecord)
+	rec := getRecord()
 	data := emptyData
 	if p.numel > 0 {
 		rec.pinner.Pin(base)
 		rec.base, rec.size = base, capBytes
 		data = uintptr(base) + uintptr(p.first)*elemSize
 	}
-	h := newHandle(rec)
 	deleter := deleterGoVersioned
 	if legacy {
 		deleter = deleterGoLegacy
 	}
-	m := writeBlock(legacy, prefix{handle: uint64(h), magic: magicGo}, h, deleter, data, dt, &p)
+	m := writeBlock(legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, &p)
 	if m == nil {
-		deleteHandle(h)
 		rec.pinner.Unpin()
-		rec.base, rec.size = nil, 0
-		recordPool.Put(rec)
+		rec.gen.Add(1)
+		putRecord(rec)
 		return nil, ErrNoMemory
 	}
 	goExports.Add(1)

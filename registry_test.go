@@ -9,14 +9,21 @@ import (
 	"unsafe"
 )
 
-// TestRegistryConcurrencyPureGo drives the export registry (handle, record,
-// Pinner, pool) from many goroutines with no cgo call in between, because
-// every cgo crossing is a happens-before edge that hides races from -race.
-// Each export is released once by a different goroutine than made it, and
-// a second release of the same handle must be refused and counted.
+type handleGen struct {
+	h   uintptr
+	gen uint64
+}
+
+// TestRegistryConcurrencyPureGo drives the export registry (handles,
+// records, Pinners, the free list) from many goroutines with no cgo call in
+// between, because every cgo crossing is a happens-before edge that hides
+// races from -race. Each export is released once by a different goroutine
+// than made it; a second release of the same export (same handle and
+// generation) must be refused and counted, even after its record has been
+// reused for another export.
 func TestRegistryConcurrencyPureGo(t *testing.T) {
 	const goroutines, per = 8, 500
-	handles := make(chan uintptr, 256)
+	exports := make(chan handleGen, 256)
 	badBefore := atomic.LoadInt64(badReleases)
 	outBefore := goExports.Load()
 	var made, released sync.WaitGroup
@@ -26,12 +33,12 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 			defer made.Done()
 			for i := 0; i < per; i++ {
 				data := make([]float64, 8)
-				rec := recordPool.Get().(*exportRecord)
+				rec := getRecord()
 				base := unsafe.Pointer(unsafe.SliceData(data))
 				rec.pinner.Pin(base)
 				rec.base, rec.size = base, 64
 				goExports.Add(1)
-				handles <- newHandle(rec)
+				exports <- handleGen{rec.handle, rec.gen.Load()}
 			}
 		}()
 	}
@@ -40,22 +47,58 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 		released.Add(1)
 		go func() {
 			defer released.Done()
-			for h := range handles {
-				releaseExport(h)
-				if h%7 == 0 {
-					releaseExport(h) // a second deleter call: refused, counted
+			for e := range exports {
+				releaseExport(e.h, e.gen)
+				if e.h%7 == 0 {
+					releaseExport(e.h, e.gen) // a second deleter call: refused, counted
 					doubles.Add(1)
+				}
+				if e.h%11 == 0 { // two more, racing each other: both refused
+					var w sync.WaitGroup
+					for k := 0; k < 2; k++ {
+						w.Add(1)
+						go func() { defer w.Done(); releaseExport(e.h, e.gen) }()
+					}
+					w.Wait()
+					doubles.Add(2)
 				}
 			}
 		}()
 	}
 	made.Wait()
-	close(handles)
+	close(exports)
 	released.Wait()
 	if got := goExports.Load(); got != outBefore {
 		t.Fatalf("outstanding %d, want %d", got, outBefore)
 	}
 	if got := atomic.LoadInt64(badReleases) - badBefore; got != doubles.Load() {
 		t.Fatalf("bad releases %d, want %d", got, doubles.Load())
+	}
+}
+
+// A stale release of a recycled record does not touch its new export.
+func TestStaleReleaseOfRecycledRecord(t *testing.T) {
+	data := make([]int64, 4)
+	rec := getRecord()
+	rec.pinner.Pin(unsafe.Pointer(&data[0]))
+	goExports.Add(1)
+	old := handleGen{rec.handle, rec.gen.Load()}
+	releaseExport(old.h, old.gen)
+
+	rec2 := getRecord() // likely the same record, with a new generation
+	rec2.pinner.Pin(unsafe.Pointer(&data[0]))
+	rec2.base, rec2.size = unsafe.Pointer(&data[0]), 32
+	goExports.Add(1)
+	bad := atomic.LoadInt64(badReleases)
+	releaseExport(old.h, old.gen)
+	if atomic.LoadInt64(badReleases) != bad+1 {
+		t.Fatal("a stale release was not refused")
+	}
+	if rec2.base == nil {
+		t.Fatal("the new export was released by a stale call")
+	}
+	releaseExport(rec2.handle, rec2.gen.Load())
+	if atomic.LoadInt64(badReleases) != bad+1 {
+		t.Fatal("the live release was refused")
 	}
 }
