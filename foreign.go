@@ -169,9 +169,10 @@ func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []Import
 // handle to it and returns the state to the pool.
 func (s *foreignState) endScope() {
 	s.release()
-	s.gen.Add(1)
-	s.c = checked{}
-	s.goBase, s.goOff, s.deleter, s.hostOK = nil, 0, 0, false
+	s.gen.Add(1) // every handle to this scope now reads as closed
+	// The next load overwrites every field; only references are dropped.
+	s.c.shape, s.c.strides = nil, nil
+	s.goBase = nil
 	scopePool.Put(s)
 }
 
@@ -224,8 +225,7 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		}
 		dims = s.extra
 	}
-	var err error
-	s.c, err = checkTensor(t, version, flags, legacy, dims)
+	err := checkTensor(&s.c, t, version, flags, legacy, dims)
 	if err == nil {
 		err = s.settle(p, legacy, opts)
 	}

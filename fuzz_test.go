@@ -73,7 +73,8 @@ func FuzzCheckTensor(f *testing.F) {
 			one := []int64{1}
 			tn.Shape = &one[0]
 		}
-		c, err := checkTensor(&tn, Version{1, minor}, Flags(flags), legacy, nil)
+		var c checked
+		err := checkTensor(&c, &tn, Version{1, minor}, Flags(flags), legacy, nil)
 		if err != nil {
 			var fe *FieldError
 			if !errors.As(err, &fe) || fe.Field == "" {

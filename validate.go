@@ -43,12 +43,12 @@ func addCheck(a, b int64) (int64, bool) {
 }
 
 // checkGeometry validates shape and strides (strides may be nil: compact
-// row-major) and computes the layout. buf is storage for the copies; it is
-// used when it has room for 2*len(shape) entries, else a slice is allocated.
-// The prefix names the fields in errors ("dl_tensor." or "").
-func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, error) {
+// row-major) and computes the layout into l. buf is storage for the copies;
+// it is used when it has room for 2*len(shape) entries, else a slice is
+// allocated. The prefix names the fields in errors ("dl_tensor." or "").
+func checkGeometry(l *layout, shape, strides []int64, buf []int64, prefix string) error {
 	n := len(shape)
-	l := layout{ndim: n}
+	*l = layout{ndim: n}
 	if cap(buf) < 2*n {
 		buf = make([]int64, 2*n)
 	}
@@ -57,12 +57,12 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 	l.numel = 1
 	for i, d := range shape {
 		if d < 0 {
-			return layout{}, fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
+			return fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
 		}
 		l.shape[i] = d
 		var ok bool
 		if l.numel, ok = mulCheck(l.numel, d); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
+			return fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
 		}
 	}
 	if strides == nil {
@@ -71,7 +71,7 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 			l.strides[i] = acc
 			var ok bool
 			if acc, ok = mulCheck(acc, max(l.shape[i], 1)); !ok {
-				return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
+				return fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
 			}
 		}
 	} else {
@@ -93,15 +93,15 @@ func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, 
 				}
 			}
 			if !ok {
-				return layout{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
+				return fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
 			}
 		}
 		if _, ok := addCheck(l.maxOff, -l.minOff); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
+			return fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
 		}
 	}
 	l.contiguous = isRowMajor(l.shape, l.strides, l.numel)
-	return l, nil
+	return nil
 }
 
 // isRowMajor reports whether the layout is compact row-major (C order).
@@ -156,67 +156,66 @@ type checked struct {
 	writable bool
 }
 
-// checkTensor validates every field of a DLTensor read from foreign memory.
-// version and flags come from the managed struct (legacy: 0.0 and 0).
-// dims is storage for the shape and strides copies.
-func checkTensor(t *Tensor, version Version, flags Flags, legacy bool, dims []int64) (checked, error) {
-	c := checked{dtype: t.DType, device: t.Device, flags: flags, version: version, legacy: legacy,
+// checkTensor validates every field of a DLTensor read from foreign memory
+// and fills c. version and flags come from the managed struct (legacy: 0.0
+// and 0). dims is storage for the shape and strides copies.
+func checkTensor(c *checked, t *Tensor, version Version, flags Flags, legacy bool, dims []int64) error {
+	*c = checked{dtype: t.DType, device: t.Device, flags: flags, version: version, legacy: legacy,
 		rawData: t.Data, offset: t.ByteOffset}
 	if t.NDim < 0 || t.NDim > MaxNDim {
-		return c, fieldErr(ErrNDim, "dl_tensor.ndim", t.NDim, "must be 0.."+strconv.Itoa(MaxNDim))
+		return fieldErr(ErrNDim, "dl_tensor.ndim", t.NDim, "must be 0.."+strconv.Itoa(MaxNDim))
 	}
 	if err := t.DType.Validate(); err != nil {
-		return c, prefixed(err, "dl_tensor.")
+		return prefixed(err, "dl_tensor.")
 	}
 	if err := t.Device.Validate(); err != nil {
-		return c, prefixed(err, "dl_tensor.")
+		return prefixed(err, "dl_tensor.")
 	}
 	if !legacy && flags&^knownFlags != 0 {
-		return c, fieldErr(ErrFlags, "flags", "0x"+strconv.FormatUint(uint64(flags), 16), "bits unknown to DLPack "+CurrentVersion.String())
+		return fieldErr(ErrFlags, "flags", "0x"+strconv.FormatUint(uint64(flags), 16), "bits unknown to DLPack "+CurrentVersion.String())
 	}
 	n := int(t.NDim)
 	var shape, strides []int64
 	if n > 0 {
 		if t.Shape == nil {
-			return c, fieldErr(ErrShape, "dl_tensor.shape", "NULL", "ndim is "+strconv.Itoa(n))
+			return fieldErr(ErrShape, "dl_tensor.shape", "NULL", "ndim is "+strconv.Itoa(n))
 		}
 		shape = unsafe.Slice(t.Shape, n)
 		if t.Strides != nil {
 			strides = unsafe.Slice(t.Strides, n)
 		} else if !legacy && (version.Major > 1 || version.Minor >= 2) {
-			return c, fieldErr(ErrStrides, "dl_tensor.strides", "NULL", "required from DLPack 1.2 on, tensor says "+version.String())
+			return fieldErr(ErrStrides, "dl_tensor.strides", "NULL", "required from DLPack 1.2 on, tensor says "+version.String())
 		}
 	}
-	var err error
-	if c.layout, err = checkGeometry(shape, strides, dims, "dl_tensor."); err != nil {
-		return c, err
+	if err := checkGeometry(&c.layout, shape, strides, dims, "dl_tensor."); err != nil {
+		return err
 	}
 	if t.Data == 0 {
 		if c.numel > 0 {
-			return c, fieldErr(ErrNullData, "dl_tensor.data", "NULL", strconv.FormatInt(c.numel, 10)+" elements")
+			return fieldErr(ErrNullData, "dl_tensor.data", "NULL", strconv.FormatInt(c.numel, 10)+" elements")
 		}
-		return c, nil
+		return nil
 	}
 	if t.ByteOffset > math.MaxInt64 {
-		return c, fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "above int64")
+		return fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "above int64")
 	}
 	first, carry := bits.Add64(uint64(t.Data), t.ByteOffset, 0)
 	if carry != 0 || first > uint64(^uintptr(0)) {
-		return c, fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "data + byte_offset overflows the address space")
+		return fieldErr(ErrOverflow, "dl_tensor.byte_offset", t.ByteOffset, "data + byte_offset overflows the address space")
 	}
 	lo, hi, ok := c.byteSpan(t.DType, flags&FlagSubbyteTypePadded != 0)
 	if !ok {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "byte extent overflows int64")
+		return fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "byte extent overflows int64")
 	}
 	// The touched range [first+lo, first+hi) must not wrap around.
 	if lo < 0 && uint64(-lo) > first {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "lowest element lies below address 0")
+		return fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "lowest element lies below address 0")
 	}
 	if _, carry := bits.Add64(first, uint64(hi), 0); carry != 0 {
-		return c, fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "highest element lies past the address space")
+		return fieldErr(ErrOverflow, "dl_tensor.strides", clone(c.strides), "highest element lies past the address space")
 	}
 	c.data = uintptr(first)
-	return c, nil
+	return nil
 }
 
 // prefixed adds a prefix to the field name of a *FieldError.
