@@ -86,3 +86,216 @@ func BenchmarkGoToGo(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkImportCloseLegacy: as BenchmarkImportClose for a legacy tensor
+// with NULL strides.
+func BenchmarkImportCloseLegacy(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		f, err := dlpack.ImportLegacy(cshim.BenchMakeLegacy())
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// BenchmarkExportReleaseWarmCThread: exports released by a persistent
+// thread created in C (batches of 1024; the first callback from that
+// thread, ~10 µs, happens before the timer starts).
+func BenchmarkExportReleaseWarmCThread(b *testing.B) {
+	const batch = 1024
+	xs := make([]float32, 1024)
+	shape := []int64{32, 32}
+	cptrs, ptrs := cshim.CPointers(batch)
+	defer cshim.FreeCPointers(cptrs)
+	warm := func(n int) {
+		for i := 0; i < n; i++ {
+			m, err := dlpack.Export(xs, shape)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ptrs[i] = unsafe.Pointer(m)
+		}
+		cshim.ReleaseOnWarmThread(cptrs, n)
+	}
+	warm(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		warm(min(batch, b.N-done))
+	}
+}
+
+// BenchmarkSlice: building the typed []T view of an open tensor.
+func BenchmarkSlice(b *testing.B) {
+	f, err := dlpack.Import(cshim.BenchMake())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := dlpack.Slice[float32](f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkViewOf: building a strided View of an open tensor.
+func BenchmarkViewOf(b *testing.B) {
+	f, err := dlpack.Import(cshim.BenchMake())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := dlpack.ViewOf[float32](f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIterate: summing 1M compact float32 (4 MiB) through a plain
+// slice loop, View.All and View.At, reported in bytes/s.
+func BenchmarkIterate(b *testing.B) {
+	const n = 1 << 20
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = 1
+	}
+	m, err := dlpack.Export(xs, []int64{1024, 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := dlpack.Import(unsafe.Pointer(m))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	v, err := dlpack.ViewOf[float32](f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	check := func(s float32) {
+		if s != n {
+			b.Fatal(s)
+		}
+	}
+	b.Run("slice", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			var s float32
+			for _, x := range xs {
+				s += x
+			}
+			check(s)
+		}
+	})
+	b.Run("view-all", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			var s float32
+			for _, x := range v.All() {
+				s += x
+			}
+			check(s)
+		}
+	})
+	b.Run("view-at", func(b *testing.B) {
+		b.SetBytes(4 * n)
+		for b.Loop() {
+			var s float32
+			for i := 0; i < 1024; i++ {
+				for j := 0; j < 1024; j++ {
+					x, _ := v.At(i, j)
+					s += x
+				}
+			}
+			check(s)
+		}
+	})
+}
+
+// BenchmarkSizes: export and import cost must not grow with the data
+// (1 KiB against 1 GiB): nothing is copied or touched.
+func BenchmarkSizes(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int64
+	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
+		goData := make([]byte, size.n)
+		buf, err := dlpack.NewBuffer[byte](size.n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cData := unsafe.Pointer(&buf.Data()[0])
+		shape := []int64{size.n}
+		b.Run("export-"+size.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := dlpack.Export(goData, shape)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cshim.BenchConsume(unsafe.Pointer(m))
+			}
+		})
+		b.Run("import-"+size.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := dlpack.Import(cshim.BenchMakeOver(cData, size.n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
+		buf.Close()
+	}
+}
+
+// Parallel variants: two goroutines on the two cores.
+func BenchmarkParallel(b *testing.B) {
+	b.Run("ExportRelease", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			xs := make([]float32, 1024)
+			shape := []int64{32, 32}
+			for pb.Next() {
+				m, err := dlpack.Export(xs, shape)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				cshim.BenchConsume(unsafe.Pointer(m))
+			}
+		})
+	})
+	b.Run("ImportClose", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				f, err := dlpack.Import(cshim.BenchMake())
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				f.Close()
+			}
+		})
+	})
+	b.Run("BorrowSlice", func(b *testing.B) {
+		b.ReportAllocs()
+		fn := func(f dlpack.Foreign) error { _, err := dlpack.Slice[float32](f); return err }
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := dlpack.Borrow(cshim.BenchMake(), fn); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+}

@@ -224,7 +224,7 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []i
 		return p, fieldErr(ErrReadOnly, "flags", FlagReadOnly, "legacy tensors cannot signal read-only; export versioned")
 	}
 	var err error
-	if err = checkGeometry(&p.layout, shape, strides, dims, ""); err != nil {
+	if p.layout, err = checkGeometry(shape, strides, dims, ""); err != nil {
 		return p, err
 	}
 	if p.numel > 0 {
@@ -373,8 +373,8 @@ func NewBuffer[T Element](shape ...int64) (*Buffer[T], error) {
 	if len(shape) > MaxNDim {
 		return nil, fieldErr(ErrNDim, "ndim", len(shape), "must be 0.."+strconv.Itoa(MaxNDim))
 	}
-	var l layout
-	if err := checkGeometry(&l, shape, nil, nil, ""); err != nil {
+	l, err := checkGeometry(shape, nil, nil, "")
+	if err != nil {
 		return nil, err
 	}
 	var z T

@@ -43,12 +43,16 @@ func addCheck(a, b int64) (int64, bool) {
 }
 
 // checkGeometry validates shape and strides (strides may be nil: compact
-// row-major) and computes the layout into l. buf is storage for the copies;
-// it is used when it has room for 2*len(shape) entries, else a slice is
-// allocated. The prefix names the fields in errors ("dl_tensor." or "").
-func checkGeometry(l *layout, shape, strides []int64, buf []int64, prefix string) error {
+// row-major) and computes the layout. buf is storage for the copies; it is
+// used when it has room for 2*len(shape) entries, else a slice is allocated.
+// The prefix names the fields in errors ("dl_tensor." or "").
+//
+// It returns the layout by value on purpose: the result may point into a
+// caller's stack array, which escape analysis keeps on the stack only when
+// the slices flow to a result, not through a pointer parameter.
+func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, error) {
 	n := len(shape)
-	*l = layout{ndim: n}
+	l := layout{ndim: n}
 	if cap(buf) < 2*n {
 		buf = make([]int64, 2*n)
 	}
@@ -57,12 +61,12 @@ func checkGeometry(l *layout, shape, strides []int64, buf []int64, prefix string
 	l.numel = 1
 	for i, d := range shape {
 		if d < 0 {
-			return fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
+			return layout{}, fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
 		}
 		l.shape[i] = d
 		var ok bool
 		if l.numel, ok = mulCheck(l.numel, d); !ok {
-			return fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
+			return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
 		}
 	}
 	if strides == nil {
@@ -71,7 +75,7 @@ func checkGeometry(l *layout, shape, strides []int64, buf []int64, prefix string
 			l.strides[i] = acc
 			var ok bool
 			if acc, ok = mulCheck(acc, max(l.shape[i], 1)); !ok {
-				return fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
+				return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
 			}
 		}
 	} else {
@@ -93,15 +97,15 @@ func checkGeometry(l *layout, shape, strides []int64, buf []int64, prefix string
 				}
 			}
 			if !ok {
-				return fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
+				return layout{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
 			}
 		}
 		if _, ok := addCheck(l.maxOff, -l.minOff); !ok {
-			return fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
+			return layout{}, fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
 		}
 	}
 	l.contiguous = isRowMajor(l.shape, l.strides, l.numel)
-	return nil
+	return l, nil
 }
 
 // isRowMajor reports whether the layout is compact row-major (C order).
@@ -187,7 +191,8 @@ func checkTensor(c *checked, t *Tensor, version Version, flags Flags, legacy boo
 			return fieldErr(ErrStrides, "dl_tensor.strides", "NULL", "required from DLPack 1.2 on, tensor says "+version.String())
 		}
 	}
-	if err := checkGeometry(&c.layout, shape, strides, dims, "dl_tensor."); err != nil {
+	var err error
+	if c.layout, err = checkGeometry(shape, strides, dims, "dl_tensor."); err != nil {
 		return err
 	}
 	if t.Data == 0 {

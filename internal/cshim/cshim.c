@@ -538,3 +538,78 @@ void* cshim_foreign_api(int which) {
 	default: return &cyclic;
 	}
 }
+
+// ---- More benchmark fixtures --------------------------------------------
+
+typedef struct {
+	DLManagedTensor m;
+	int64_t shape[2], strides[2];
+} bench_legacy_block;
+
+static void bench_legacy_free(DLManagedTensor* self) { free(self); }
+
+DLManagedTensor* cshim_bench_make_legacy(void) {
+	bench_legacy_block* b = malloc(sizeof *b);
+	memset(b, 0, sizeof *b);
+	b->shape[0] = 32; b->shape[1] = 32;
+	b->m.dl_tensor.data = bench_data;
+	b->m.dl_tensor.device.device_type = kDLCPU;
+	b->m.dl_tensor.ndim = 2;
+	b->m.dl_tensor.dtype.code = kDLFloat; b->m.dl_tensor.dtype.bits = 32; b->m.dl_tensor.dtype.lanes = 1;
+	b->m.dl_tensor.shape = b->shape; // NULL strides: legacy row-major
+	b->m.deleter = bench_legacy_free;
+	return &b->m;
+}
+
+// A 1-d uint8 tensor of n bytes over memory the caller owns (never touched).
+DLManagedTensorVersioned* cshim_bench_make_over(void* data, int64_t n) {
+	bench_block* b = malloc(sizeof *b);
+	memset(b, 0, sizeof *b);
+	b->shape[0] = n; b->strides[0] = 1;
+	b->m.version.major = 1; b->m.version.minor = 3;
+	b->m.deleter = bench_free;
+	b->m.dl_tensor.data = data;
+	b->m.dl_tensor.device.device_type = kDLCPU;
+	b->m.dl_tensor.ndim = 1;
+	b->m.dl_tensor.dtype.code = kDLUInt; b->m.dl_tensor.dtype.bits = 8; b->m.dl_tensor.dtype.lanes = 1;
+	b->m.dl_tensor.shape = b->shape;
+	b->m.dl_tensor.strides = b->strides;
+	return &b->m;
+}
+
+// A persistent C-created thread that releases batches of tensors.
+static pthread_mutex_t warm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t warm_cv = PTHREAD_COND_INITIALIZER;
+static void** warm_batch;
+static int warm_n, warm_started;
+
+static void* warm_releaser(void* arg) {
+	(void)arg;
+	pthread_mutex_lock(&warm_mu);
+	for (;;) {
+		while (warm_n == 0) pthread_cond_wait(&warm_cv, &warm_mu);
+		for (int i = 0; i < warm_n; i++) {
+			DLManagedTensorVersioned* m = warm_batch[i];
+			m->deleter(m);
+		}
+		warm_n = 0;
+		pthread_cond_broadcast(&warm_cv);
+	}
+	return NULL;
+}
+
+// Releases the batch on the warm thread and waits until it is done.
+void cshim_release_on_warm_thread(void** ptrs, int n) {
+	pthread_mutex_lock(&warm_mu);
+	if (!warm_started) {
+		pthread_t th;
+		pthread_create(&th, NULL, warm_releaser, NULL);
+		pthread_detach(th);
+		warm_started = 1;
+	}
+	warm_batch = ptrs;
+	warm_n = n;
+	pthread_cond_broadcast(&warm_cv);
+	while (warm_n != 0) pthread_cond_wait(&warm_cv, &warm_mu);
+	pthread_mutex_unlock(&warm_mu);
+}

@@ -247,3 +247,28 @@ func ForeignAPI(which int) unsafe.Pointer { return C.cshim_foreign_api(C.int(whi
 func ForeignDeletes() int64 {
 	return atomic.LoadInt64((*int64)(unsafe.Pointer(&C.cshim_foreign_deletes)))
 }
+
+// BenchMakeLegacy returns a fresh 32x32 float32 legacy tensor (NULL
+// strides) whose deleter frees it.
+func BenchMakeLegacy() unsafe.Pointer { return unsafe.Pointer(C.cshim_bench_make_legacy()) }
+
+// BenchMakeOver returns a 1-d uint8 tensor of n bytes over data, which the
+// caller keeps alive; the deleter frees only the header.
+func BenchMakeOver(data unsafe.Pointer, n int64) unsafe.Pointer {
+	return unsafe.Pointer(C.cshim_bench_make_over(data, C.int64_t(n)))
+}
+
+// ReleaseOnWarmThread releases the versioned tensors on one persistent
+// C-created thread and waits. ptrs must be C memory (see CPointers).
+func ReleaseOnWarmThread(ptrs *unsafe.Pointer, n int) {
+	C.cshim_release_on_warm_thread(ptrs, C.int(n))
+}
+
+// CPointers returns C memory for n pointers, and a Go slice over it.
+func CPointers(n int) (*unsafe.Pointer, []unsafe.Pointer) {
+	p := (*unsafe.Pointer)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	return p, unsafe.Slice(p, n)
+}
+
+// FreeCPointers frees memory from CPointers.
+func FreeCPointers(p *unsafe.Pointer) { C.free(unsafe.Pointer(p)) }

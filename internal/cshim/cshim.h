@@ -59,4 +59,7 @@ int64_t cshim_stress_deleted(void);
 int cshim_exercise_table(const DLPackExchangeAPI* api, char* report, size_t cap);
 extern int64_t cshim_foreign_deletes;
 void* cshim_foreign_api(int which);
+DLManagedTensor* cshim_bench_make_legacy(void);
+DLManagedTensorVersioned* cshim_bench_make_over(void* data, int64_t n);
+void cshim_release_on_warm_thread(void** ptrs, int n);
 #endif

@@ -1,0 +1,55 @@
+//go:build cgo && !race
+
+package dlpack_test
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/cshim"
+	"github.com/stretchr/testify/assert"
+)
+
+// TestHotPathAllocations pins the allocation counts the performance
+// targets promise: export + release and the scoped import allocate
+// nothing, the owned import at most 3 times (the owner and its cleanup).
+// A change that makes a stack array escape shows up here, not only in a
+// benchmark nobody reruns.
+func TestHotPathAllocations(t *testing.T) {
+	xs := make([]float32, 1024)
+	shape := []int64{32, 32}
+	export := testing.AllocsPerRun(1000, func() {
+		m, err := dlpack.Export(xs, shape)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cshim.BenchConsume(unsafe.Pointer(m))
+	})
+	assert.Zero(t, export, "export + C release")
+
+	fn := func(f dlpack.Foreign) error { _, err := dlpack.Slice[float32](f); return err }
+	borrow := testing.AllocsPerRun(1000, func() {
+		if err := dlpack.Borrow(cshim.BenchMake(), fn); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, borrow, "Borrow + Slice + release")
+
+	owned := testing.AllocsPerRun(1000, func() {
+		f, err := dlpack.Import(cshim.BenchMake())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	})
+	assert.LessOrEqual(t, owned, 3.0, "Import + Close")
+
+	goToGo := testing.AllocsPerRun(1000, func() {
+		m, _ := dlpack.Export(xs, shape)
+		if err := dlpack.Borrow(unsafe.Pointer(m), fn); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, goToGo, "Go -> Go")
+}
