@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples bench
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples bench compare
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples
 	@echo "== all checks passed"
@@ -74,3 +74,8 @@ BENCH ?= .
 COUNT ?= 6
 bench:
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) .
+
+# Side-by-side comparison with the C floor, NumPy and Rust dlpark (installs
+# NumPy in .venv-bench and builds the dlpark crate); prints a Markdown table.
+compare:
+	bash bench/compare.sh

@@ -139,6 +139,7 @@ const (
 	cgoEnabled  = true
 	magicGo     = C.GODLPACK_MAGIC_GO
 	magicBuffer = C.GODLPACK_MAGIC_BUF
+	magicDead   = C.GODLPACK_MAGIC_DEAD
 	bufferAlign = C.GODLPACK_ALIGN
 )
 
@@ -163,7 +164,8 @@ func callDeleter(fn, self uintptr) {
 // struct block, counted in Stats.CBlocks until a deleter frees it; or nil.
 func cMalloc(n uintptr) unsafe.Pointer { return C.godlpack_block_alloc(C.size_t(n)) }
 
-// cFree frees a Buffer allocation from cBufferAlloc.
+// cFree frees a block from cMalloc or a Buffer from cBufferAlloc (both
+// counted in Stats.CBlocks).
 func cFree(p unsafe.Pointer) { C.godlpack_buffer_free(p) }
 
 // cBufferAlloc returns a Buffer control block followed, at bufferDataOffset,

@@ -39,12 +39,13 @@ type foreignState struct {
 	scoped  bool
 	cleanup runtime.Cleanup
 
-	c      checked
-	hostOK bool           // CPU views allowed (CPU, or host memory with AllowHostMemory)
-	goBase unsafe.Pointer // Go-memory export of this package: the pinned object
-	goOff  uintptr        // data - goBase
-	dims   [16]int64      // shape and strides storage for ndim <= 8
-	extra  []int64        // shape and strides storage for larger ndim
+	c       checked
+	hostOK  bool           // CPU views allowed (CPU, or host memory with AllowHostMemory)
+	goBase  unsafe.Pointer // Go-memory export of this package: the pinned object
+	goOff   uintptr        // data - goBase
+	goBlock unsafe.Pointer // Go-memory export of this package: its C block (prefix), released in Go
+	dims    [16]int64      // shape and strides storage for ndim <= 8
+	extra   []int64        // shape and strides storage for larger ndim
 }
 
 type importKind uint8
@@ -172,7 +173,7 @@ func (s *foreignState) endScope() {
 	s.gen.Add(1) // every handle to this scope now reads as closed
 	// The next load overwrites every field; only references are dropped.
 	s.c.shape, s.c.strides = nil, nil
-	s.goBase = nil
+	s.goBase, s.goBlock = nil, nil
 	scopePool.Put(s)
 }
 
@@ -185,7 +186,11 @@ func (s *foreignState) release() {
 	if !s.scoped {
 		s.cleanup.Stop()
 	}
-	callDeleter(s.deleter, p)
+	if s.goBlock != nil {
+		releaseGoBlock(s.goBlock) // our own export: no trip through C and back
+	} else {
+		callDeleter(s.deleter, p)
+	}
 	runtime.KeepAlive(s)
 }
 
@@ -273,26 +278,31 @@ func (s *foreignState) settle(p unsafe.Pointer, legacy bool, opts []ImportOption
 			}
 		}
 	}
-	if (s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy) && c.numel > 0 {
+	if s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy {
 		return s.adoptGoExport(p)
 	}
 	return nil
 }
 
-// adoptGoExport handles a Go-memory export of this package coming back:
-// views must be derived from the pinned Go object itself, not from its
+// adoptGoExport handles a Go-memory export of this package coming back.
+// Views must be derived from the pinned Go object itself, not from its
 // address, because turning an integer back into a Go pointer is invalid
-// (checkptr rejects it).
+// (checkptr rejects it). And the release can be done in Go, without
+// calling the C deleter that would call back into Go.
 func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
 	pre := (*prefix)(unsafe.Add(p, -int(unsafe.Sizeof(prefix{}))))
 	var rec *exportRecord
 	if pre.magic == magicGo {
 		rec, _ = lookupExport(uintptr(pre.handle), pre.gen)
 	}
-	if rec == nil || rec.base == nil {
+	if rec == nil || (rec.base == nil && s.c.numel > 0) {
 		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")
 	}
+	s.goBlock = unsafe.Pointer(pre)
 	c := &s.c
+	if c.numel == 0 {
+		return nil
+	}
 	lo, hi, _ := c.byteSpan(c.dtype, false)
 	start := uintptr(rec.base)
 	if int64(c.data-start) < -lo || c.data-start+uintptr(hi) > rec.size {

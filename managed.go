@@ -106,6 +106,21 @@ func releaseExport(h uintptr, gen uint64) {
 	goExports.Add(-1)
 }
 
+// releaseGoBlock does in Go what the C deleter of a Go-memory export does
+// (claim the block, release the record, free the block), for a tensor this
+// package exported and imported back: one C call instead of a call into C
+// and a callback into Go.
+func releaseGoBlock(block unsafe.Pointer) {
+	pre := (*prefix)(block)
+	if pre.magic != magicGo {
+		atomic.AddInt64(badReleases, 1)
+		return
+	}
+	pre.magic = magicDead
+	releaseExport(uintptr(pre.handle), pre.gen)
+	cFree(block)
+}
+
 // lookupExport returns the record behind h if its current export has
 // generation gen, without panicking on a handle that is invalid.
 func lookupExport(h uintptr, gen uint64) (rec *exportRecord, ok bool) {

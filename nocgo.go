@@ -12,6 +12,7 @@ const (
 	cgoEnabled  = false
 	magicGo     = 0x6f672d646c70616b
 	magicBuffer = 0x6275662d646c706b
+	magicDead   = 0xdeaddeaddeaddead
 	bufferAlign = 256
 )
 

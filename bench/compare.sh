@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Side-by-side DLPack exchange costs measured in one run on this machine:
+# the C floor, this library's paths, NumPy's from_dlpack round trip and the
+# Rust dlpark crate's round trip. Run it as `make compare`. It installs what
+# it needs: a virtualenv with NumPy (.venv-bench) and the dlpark crate.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NUMPY_VERSION=${NUMPY_VERSION:-2.4.6}
+COUNT=${COUNT:-7}
+
+echo "== building the peers" >&2
+if [ ! -x .venv-bench/bin/python ]; then
+	python3 -m venv .venv-bench >&2
+fi
+.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" >&2
+cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
+
+echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
+gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|ExportRelease|ExportReleaseWarmCThread|GoToGo)$' -count "$COUNT" .)
+numpy_ns=$(.venv-bench/bin/python bench/numpy_roundtrip.py)
+dlpark_ns=$(bench/dlpark/target/release/dlpark-roundtrip)
+
+median() { # name -> median ns/op of the Go benchmark
+	echo "$gobench" | awk -v n="Benchmark$1-" 'index($1, n) == 1 { print $3 }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+floor=$(median CFloor)
+
+row() { printf '| %s | %s | %.1f | %.1f× |\n' "$1" "$2" "$3" "$(echo "$3 / $floor" | bc -l)"; }
+echo "| path | what one op is | ns/op (median) | × C floor |"
+echo "|---|---|---|---|"
+row "C floor" "C produces, consumes and frees a 32×32 float32 tensor (our header, no Go)" "$floor"
+row "Go: Borrow (scoped import)" "C produces; Go validates, views as []float32, releases" "$(median BorrowSlice)"
+row "Go: Import + Close (owned)" "as above with the owned import and its cleanup safety net" "$(median ImportClose)"
+row "Go: ImportLegacy + Close" "the same for a legacy tensor with NULL strides" "$(median ImportCloseLegacy)"
+row "Go: Export + C release" "Go lends a slice; C reads the header and calls the deleter" "$(median ExportRelease)"
+row "Go: Export + release on a warm C thread" "the deleter runs on a thread created in C" "$(median ExportReleaseWarmCThread)"
+row "Go: Go -> Go round trip" "Export, then Borrow + Slice of the same tensor" "$(median GoToGo)"
+row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy and back in, array dropped" "$numpy_ns"
+row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
