@@ -44,27 +44,50 @@ type exportRecord struct {
 	gen    atomic.Uint64  // generation of the current export; a release claims it by CAS
 }
 
-// maxFreeRecords bounds the records kept for reuse; beyond it a released
-// record's handle is deleted and the record left to the GC.
-const maxFreeRecords = 4096
+// maxFreeRecords bounds the records kept for reuse (per shard); beyond it
+// a released record's handle is deleted and the record left to the GC.
+const maxFreeRecords = 512
 
-// records is the free list. It cannot be a sync.Pool: the GC empties
-// pools, and a record dropped that way would stay in the handle table
-// forever.
-var records struct {
+// The free list is sharded so that exports on different cores do not
+// contend on one lock. A goroutine finds "its" shard through a sync.Pool of
+// shard numbers, which is per-P in practice; the records themselves cannot
+// live in a sync.Pool: the GC empties pools, and a record dropped that way
+// would stay in the handle table forever.
+const recordShards = 16
+
+type recordShard struct {
 	mu   sync.Mutex
 	free []*exportRecord
+	_    [64 - 32]byte // keep shards on separate cache lines
+}
+
+var (
+	records   [recordShards]recordShard
+	nextShard atomic.Uint32
+	// shardTokens hands out shard numbers, round-robin when a P has none.
+	shardTokens = sync.Pool{New: func() any {
+		n := int(nextShard.Add(1) % recordShards)
+		return &n
+	}}
+)
+
+func shard() (*recordShard, *int) {
+	tok := shardTokens.Get().(*int)
+	return &records[*tok], tok
 }
 
 func getRecord() *exportRecord {
-	records.mu.Lock()
-	if n := len(records.free); n > 0 {
-		rec := records.free[n-1]
-		records.free = records.free[:n-1]
-		records.mu.Unlock()
+	s, tok := shard()
+	s.mu.Lock()
+	if n := len(s.free); n > 0 {
+		rec := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.mu.Unlock()
+		shardTokens.Put(tok)
 		return rec
 	}
-	records.mu.Unlock()
+	s.mu.Unlock()
+	shardTokens.Put(tok)
 	rec := new(exportRecord)
 	rec.handle = newHandle(rec)
 	return rec
@@ -74,13 +97,16 @@ func getRecord() *exportRecord {
 // already moved on) to the free list.
 func putRecord(rec *exportRecord) {
 	rec.base, rec.size = nil, 0
-	records.mu.Lock()
-	if len(records.free) < maxFreeRecords {
-		records.free = append(records.free, rec)
-		records.mu.Unlock()
+	s, tok := shard()
+	s.mu.Lock()
+	if len(s.free) < maxFreeRecords {
+		s.free = append(s.free, rec)
+		s.mu.Unlock()
+		shardTokens.Put(tok)
 		return
 	}
-	records.mu.Unlock()
+	s.mu.Unlock()
+	shardTokens.Put(tok)
 	deleteHandle(rec.handle)
 }
 
