@@ -45,6 +45,22 @@ func TestHotPathAllocations(t *testing.T) {
 	})
 	assert.LessOrEqual(t, owned, 3.0, "Import + Close")
 
+	// 1024 outstanding at once, released on a C-created thread: the
+	// records must all come back to the exporter for reuse.
+	cptrs, ptrs := cshim.CPointers(1024)
+	defer cshim.FreeCPointers(cptrs)
+	warm := testing.AllocsPerRun(20, func() {
+		for i := range ptrs {
+			m, err := dlpack.Export(xs, shape)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ptrs[i] = unsafe.Pointer(m)
+		}
+		cshim.ReleaseOnWarmThread(cptrs, len(ptrs))
+	})
+	assert.Zero(t, warm, "export + release on a C thread")
+
 	goToGo := testing.AllocsPerRun(1000, func() {
 		m, _ := dlpack.Export(xs, shape)
 		if err := dlpack.Borrow(unsafe.Pointer(m), fn); err != nil {

@@ -42,11 +42,14 @@ type exportRecord struct {
 	size   uintptr        // bytes of the exported slice's backing array
 	handle uintptr        // this record's cgo.Handle
 	gen    atomic.Uint64  // generation of the current export; a release claims it by CAS
+	shard  uint8          // the free-list shard it returns to
 }
 
-// maxFreeRecords bounds the records kept for reuse (per shard); beyond it
-// a released record's handle is deleted and the record left to the GC.
-const maxFreeRecords = 512
+// maxFreeRecords bounds the records kept for reuse, per shard: a
+// high-water mark of exports outstanding at once (a record is ~100 bytes
+// plus its handle-table entry). Beyond it a released record's handle is
+// deleted and the record left to the GC.
+const maxFreeRecords = 4096
 
 // The free list is sharded so that exports on different cores do not
 // contend on one lock. A goroutine finds "its" shard through a sync.Pool of
@@ -88,25 +91,24 @@ func getRecord() *exportRecord {
 	}
 	s.mu.Unlock()
 	shardTokens.Put(tok)
-	rec := new(exportRecord)
+	rec := &exportRecord{shard: uint8(*tok)}
 	rec.handle = newHandle(rec)
 	return rec
 }
 
 // putRecord returns a record whose export has been claimed (its gen
-// already moved on) to the free list.
+// already moved on) to the shard it came from, so that exports released on
+// another thread (a C consumer's) refill the exporter's shard.
 func putRecord(rec *exportRecord) {
 	rec.base, rec.size = nil, 0
-	s, tok := shard()
+	s := &records[rec.shard]
 	s.mu.Lock()
 	if len(s.free) < maxFreeRecords {
 		s.free = append(s.free, rec)
 		s.mu.Unlock()
-		shardTokens.Put(tok)
 		return
 	}
 	s.mu.Unlock()
-	shardTokens.Put(tok)
 	deleteHandle(rec.handle)
 }
 
