@@ -299,3 +299,33 @@ func BenchmarkParallel(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkBufferExportReleaseWarmCThread: as
+// BenchmarkExportReleaseWarmCThread for a Buffer, whose deleter is pure C
+// (no callback into Go from the C thread).
+func BenchmarkBufferExportReleaseWarmCThread(b *testing.B) {
+	const batch = 1024
+	buf, err := dlpack.NewBuffer[float32](32, 32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	cptrs, ptrs := cshim.CPointers(batch)
+	defer cshim.FreeCPointers(cptrs)
+	run := func(n int) {
+		for i := 0; i < n; i++ {
+			m, err := buf.Export(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ptrs[i] = unsafe.Pointer(m)
+		}
+		cshim.ReleaseOnWarmThread(cptrs, n)
+	}
+	run(1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; done += batch {
+		run(min(batch, b.N-done))
+	}
+}

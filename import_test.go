@@ -691,3 +691,55 @@ func TestSpan(t *testing.T) {
 	assert.Equal(t, []float32{1, 2}, ro)
 	f.Close()
 }
+
+// TestCloseRacesCleanup: owners closed from goroutines while other owners
+// are dropped and a goroutine forces GC cycles (so cleanups run at the same
+// time as Closes). Every tensor is released exactly once, and exactly the
+// dropped ones are counted as leaked.
+func TestCloseRacesCleanup(t *testing.T) {
+	const n = 400
+	before := dlpack.ReadStats().LeakedImports
+	cts := make([]cshim.Tensor, n)
+	owners := make(chan dlpack.Foreign, n)
+	for i := range cts {
+		cts[i] = cshim.Make(cpuF32([]int64{1}, f32s(1)))
+		f, err := dlpack.Import(cts[i].Ptr)
+		require.NoError(t, err)
+		if i%2 == 0 {
+			owners <- f
+		} // odd ones are dropped here
+	}
+	close(owners)
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range owners {
+				f.Close()
+				f.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	require.True(t, waitFor(func() bool { return dlpack.ReadStats().LeakedImports-before == n/2 }))
+	close(stop)
+	<-gcDone
+	for i, ct := range cts {
+		require.Equal(t, int64(1), ct.Deletes(), "tensor %d", i)
+	}
+	assert.Equal(t, int64(n/2), dlpack.ReadStats().LeakedImports-before)
+}
