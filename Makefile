@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples bench compare
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example bench compare
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python
 	@echo "== all checks passed"
 
 fmt-check:
@@ -67,6 +67,28 @@ examples:
 		out="$$($(GO) run ./examples/$$e)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "$$e did not end with nothing outstanding"; exit 1; }; \
 	done
+
+# Go inside a Python process: the c-shared library, a virtualenv with the
+# pinned peers (examples/python/requirements.txt), and the tests with them.
+VENV := .venv
+PYRUN := GODLPACK_LIB=$(CURDIR)/.build/libgodlpack.so PYTHONPATH=$(CURDIR)/examples/python $(VENV)/bin/python
+
+$(VENV)/.installed: examples/python/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r examples/python/requirements.txt
+	touch $@
+
+python-lib:
+	$(GO) build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack
+
+python: python-lib $(VENV)/.installed
+	@echo "== Python interop (NumPy, through the c-shared library)"
+	$(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
+	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
+
+python-example: python-lib $(VENV)/.installed
+	$(PYRUN) examples/python/demo.py
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -13,7 +13,7 @@ import (
 // method, type, constant and variable of every package (a doc comment on a
 // grouped declaration covers its members).
 func TestEveryExportedIdentifierHasDoc(t *testing.T) {
-	for _, dir := range []string{".", "dlgonum", "minifloat"} {
+	for _, dir := range []string{".", "dlgonum", "minifloat", "pycapsule"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)
