@@ -88,10 +88,12 @@ extern "C" {
 
 extern int godlpack_init(void);
 extern int64_t godlpack_arange(int64_t rows, int64_t cols, int readOnly);
+extern int64_t godlpack_from_bytes(int code, int bits, int64_t* shape, int ndim, void* data, int64_t nbytes, int readOnly);
 extern void godlpack_free(int64_t id);
 extern uintptr_t godlpack_data_addr(int64_t id);
 extern uintptr_t godlpack_dlpack(int64_t id, int maxMajor, int copyMode);
 extern int godlpack_consume(uintptr_t capsule, double* sum, int* info);
+extern int64_t godlpack_copy_out(uintptr_t capsule, void* out, int64_t capBytes, int* code, int* bits);
 extern int64_t godlpack_outstanding(void);
 
 #ifdef __cplusplus

@@ -16,6 +16,12 @@ _lib.godlpack_dlpack.restype = ctypes.py_object  # a new reference, or NULL with
 _lib.godlpack_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
 _lib.godlpack_consume.restype = ctypes.c_int
 _lib.godlpack_consume.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)]
+_lib.godlpack_from_bytes.restype = ctypes.c_int64
+_lib.godlpack_from_bytes.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
+                                     ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
+_lib.godlpack_copy_out.restype = ctypes.c_int64
+_lib.godlpack_copy_out.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64,
+                                   ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
 _lib.godlpack_outstanding.restype = ctypes.c_int64
 if _lib.godlpack_init() != 0:
     raise ImportError("libgodlpack: CPython C API not found in this process")
@@ -24,10 +30,19 @@ KDLCPU = 1
 
 
 class GoTensor:
-    """A float64 matrix owned by Go."""
+    """A tensor owned by Go: GoTensor(rows, cols) is float64 0, 1, 2, ...;
+    GoTensor.from_bytes copies any supported element type into Go."""
 
-    def __init__(self, rows, cols, readonly=False):
-        self._id = _lib.godlpack_arange(rows, cols, 1 if readonly else 0)
+    def __init__(self, rows, cols, readonly=False, _id=None):
+        self._id = _id if _id is not None else _lib.godlpack_arange(rows, cols, 1 if readonly else 0)
+
+    @classmethod
+    def from_bytes(cls, code, bits, shape, data, readonly=False):
+        """A Go tensor of DLPack type (code, bits) and the given shape
+        holding a copy of data (bytes, native order, row-major)."""
+        sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        i = _lib.godlpack_from_bytes(code, bits, sh, len(shape), bytes(data), len(data), 1 if readonly else 0)
+        return cls(0, 0, _id=i)
 
     def __del__(self):
         _lib.godlpack_free(self._id)
@@ -65,6 +80,24 @@ def consume_sum(obj, **kwargs):
     except TypeError:
         capsule = obj.__dlpack__(**kwargs)
     return consume_capsule(capsule)
+
+
+def copy_out(obj, nbytes, **kwargs):
+    """Asks obj for a capsule (versioned 1.3, bare on TypeError), imports
+    it into Go, and returns (code, bits, the elements' bytes in row-major
+    order) as Go read them."""
+    try:
+        capsule = obj.__dlpack__(max_version=(1, 3), **kwargs)
+    except TypeError:
+        capsule = obj.__dlpack__(**kwargs)
+    return copy_out_capsule(capsule, nbytes)
+
+
+def copy_out_capsule(capsule, nbytes):
+    buf = ctypes.create_string_buffer(max(nbytes, 1))
+    code, bits = ctypes.c_int(), ctypes.c_int()
+    n = _lib.godlpack_copy_out(capsule, buf, nbytes, ctypes.byref(code), ctypes.byref(bits))
+    return code.value, bits.value, buf.raw[:n]
 
 
 def outstanding():

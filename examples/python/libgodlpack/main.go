@@ -15,14 +15,85 @@ import (
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/minifloat"
 	"github.com/godlpack/dlpack/pycapsule"
 )
 
 // goTensor is a Go-owned tensor that Python refers to by id.
 type goTensor struct {
-	data     []float64
+	addr     uintptr // first element
 	shape    []int64
 	readOnly bool
+	// export lends the tensor (or, with copy, a copy of it) to a consumer.
+	export func(versioned, copy bool, opts []dlpack.ExportOption) (unsafe.Pointer, error)
+}
+
+// exporter returns the export function of a typed Go slice.
+func exporter[T dlpack.Element](data []T, shape []int64) func(bool, bool, []dlpack.ExportOption) (unsafe.Pointer, error) {
+	return func(versioned, copy bool, opts []dlpack.ExportOption) (unsafe.Pointer, error) {
+		d := data
+		if copy {
+			d = append([]T(nil), data...)
+		}
+		if versioned {
+			m, err := dlpack.Export(d, shape, opts...)
+			return unsafe.Pointer(m), err
+		}
+		m, err := dlpack.ExportLegacy(d, shape, opts...)
+		return unsafe.Pointer(m), err
+	}
+}
+
+// typed makes a Go slice of T holding a copy of raw (native byte order).
+func typed[T dlpack.Element](raw []byte, shape []int64) *goTensor {
+	var z T
+	n := len(raw) / int(unsafe.Sizeof(z))
+	data := make([]T, n)
+	if n > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), len(raw)), raw)
+	}
+	t := &goTensor{shape: shape, export: exporter(data, shape)}
+	if n > 0 {
+		t.addr = uintptr(unsafe.Pointer(&data[0]))
+	}
+	return t
+}
+
+// newTyped dispatches on the DLPack data type.
+func newTyped(dt dlpack.DataType, raw []byte, shape []int64) *goTensor {
+	switch dt {
+	case dlpack.Bool:
+		return typed[bool](raw, shape)
+	case dlpack.Int8:
+		return typed[int8](raw, shape)
+	case dlpack.Int16:
+		return typed[int16](raw, shape)
+	case dlpack.Int32:
+		return typed[int32](raw, shape)
+	case dlpack.Int64:
+		return typed[int64](raw, shape)
+	case dlpack.Uint8:
+		return typed[uint8](raw, shape)
+	case dlpack.Uint16:
+		return typed[uint16](raw, shape)
+	case dlpack.Uint32:
+		return typed[uint32](raw, shape)
+	case dlpack.Uint64:
+		return typed[uint64](raw, shape)
+	case dlpack.Float16:
+		return typed[minifloat.Float16](raw, shape)
+	case dlpack.BFloat16:
+		return typed[minifloat.BFloat16](raw, shape)
+	case dlpack.Float32:
+		return typed[float32](raw, shape)
+	case dlpack.Float64:
+		return typed[float64](raw, shape)
+	case dlpack.Complex64:
+		return typed[complex64](raw, shape)
+	case dlpack.Complex128:
+		return typed[complex128](raw, shape)
+	}
+	return nil
 }
 
 var (
@@ -45,15 +116,42 @@ func godlpack_init() C.int {
 //export godlpack_arange
 func godlpack_arange(rows, cols C.int64_t, readOnly C.int) C.int64_t {
 	n := int64(rows) * int64(cols)
-	t := &goTensor{data: make([]float64, n), shape: []int64{int64(rows), int64(cols)}, readOnly: readOnly != 0}
-	for i := range t.data {
-		t.data[i] = float64(i)
+	data := make([]float64, n)
+	for i := range data {
+		data[i] = float64(i)
 	}
+	shape := []int64{int64(rows), int64(cols)}
+	t := &goTensor{shape: shape, readOnly: readOnly != 0, export: exporter(data, shape)}
+	if n > 0 {
+		t.addr = uintptr(unsafe.Pointer(&data[0]))
+	}
+	return register(t)
+}
+
+func register(t *goTensor) C.int64_t {
 	mu.Lock()
 	defer mu.Unlock()
 	nextID++
 	tensors[nextID] = t
 	return C.int64_t(nextID)
+}
+
+// godlpack_from_bytes makes a Go tensor of the given DLPack data type and
+// shape holding a copy of nbytes at data; returns its id, or -1 with a
+// ValueError set.
+//
+//export godlpack_from_bytes
+func godlpack_from_bytes(code, bits C.int, shape *C.int64_t, ndim C.int, data unsafe.Pointer, nbytes C.int64_t, readOnly C.int) C.int64_t {
+	dt := dlpack.DataType{Code: dlpack.DataTypeCode(code), Bits: uint8(bits), Lanes: 1}
+	sh := append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
+	raw := unsafe.Slice((*byte)(data), int(nbytes))
+	t := newTyped(dt, raw, sh)
+	if t == nil {
+		pycapsule.SetError(false, "godlpack: no Go element type for "+dt.String())
+		return -1
+	}
+	t.readOnly = readOnly != 0
+	return register(t)
 }
 
 //export godlpack_free
@@ -67,11 +165,10 @@ func godlpack_free(id C.int64_t) {
 func godlpack_data_addr(id C.int64_t) C.uintptr_t {
 	mu.Lock()
 	defer mu.Unlock()
-	t := tensors[int64(id)]
-	if t == nil || len(t.data) == 0 {
-		return 0
+	if t := tensors[int64(id)]; t != nil {
+		return C.uintptr_t(t.addr)
 	}
-	return C.uintptr_t(uintptr(unsafe.Pointer(&t.data[0])))
+	return 0
 }
 
 // godlpack_dlpack implements GoTensor.__dlpack__: versioned 1.3 when the
@@ -89,10 +186,8 @@ func godlpack_dlpack(id C.int64_t, maxMajor C.int, copyMode C.int) C.uintptr_t {
 		return fail("godlpack: tensor was freed")
 	}
 	versioned := maxMajor >= 1
-	data := t.data
 	var opts []dlpack.ExportOption
 	if copyMode == 1 {
-		data = append([]float64(nil), t.data...)
 		opts = append(opts, dlpack.Copied())
 	} else if t.readOnly {
 		if !versioned {
@@ -100,17 +195,7 @@ func godlpack_dlpack(id C.int64_t, maxMajor C.int, copyMode C.int) C.uintptr_t {
 		}
 		opts = append(opts, dlpack.ReadOnly())
 	}
-	var m unsafe.Pointer
-	var err error
-	if versioned {
-		var v *dlpack.ManagedTensorVersioned
-		v, err = dlpack.Export(data, t.shape, opts...)
-		m = unsafe.Pointer(v)
-	} else {
-		var l *dlpack.ManagedTensor
-		l, err = dlpack.ExportLegacy(data, t.shape, opts...)
-		m = unsafe.Pointer(l)
-	}
+	m, err := t.export(versioned, copyMode == 1, opts)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -189,6 +274,93 @@ func sumOf[T float32 | float64 | int64](f dlpack.Foreign, s *float64) error {
 		*s += float64(x)
 	}
 	return nil
+}
+
+// godlpack_copy_out imports a DLPack capsule (borrowed reference), copies
+// its elements in row-major order into out (cap bytes; native byte order)
+// and releases it. It writes the data type code and bits to *code and
+// *bits and returns the bytes written, or -1 with an exception set.
+//
+//export godlpack_copy_out
+func godlpack_copy_out(capsule C.uintptr_t, out unsafe.Pointer, capBytes C.int64_t, code, bits *C.int) C.int64_t {
+	m, versioned, err := pycapsule.Consume(uintptr(capsule))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	dst := unsafe.Slice((*byte)(out), int(capBytes))
+	var n int
+	use := func(f dlpack.Foreign) error {
+		dt := f.DataType()
+		*code, *bits = C.int(dt.Code), C.int(dt.Bits)
+		var err error
+		n, err = copyOut(f, dst)
+		return err
+	}
+	if versioned {
+		err = dlpack.Borrow(m, use)
+	} else {
+		err = dlpack.BorrowLegacy(m, use)
+	}
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	return C.int64_t(n)
+}
+
+func copyOut(f dlpack.Foreign, dst []byte) (int, error) {
+	switch f.DataType() {
+	case dlpack.Bool:
+		return copyTyped[bool](f, dst)
+	case dlpack.Int8:
+		return copyTyped[int8](f, dst)
+	case dlpack.Int16:
+		return copyTyped[int16](f, dst)
+	case dlpack.Int32:
+		return copyTyped[int32](f, dst)
+	case dlpack.Int64:
+		return copyTyped[int64](f, dst)
+	case dlpack.Uint8:
+		return copyTyped[uint8](f, dst)
+	case dlpack.Uint16:
+		return copyTyped[uint16](f, dst)
+	case dlpack.Uint32:
+		return copyTyped[uint32](f, dst)
+	case dlpack.Uint64:
+		return copyTyped[uint64](f, dst)
+	case dlpack.Float16:
+		return copyTyped[minifloat.Float16](f, dst)
+	case dlpack.BFloat16:
+		return copyTyped[minifloat.BFloat16](f, dst)
+	case dlpack.Float32:
+		return copyTyped[float32](f, dst)
+	case dlpack.Float64:
+		return copyTyped[float64](f, dst)
+	case dlpack.Complex64:
+		return copyTyped[complex64](f, dst)
+	case dlpack.Complex128:
+		return copyTyped[complex128](f, dst)
+	}
+	return 0, fmt.Errorf("godlpack: no Go element type for %v", f.DataType())
+}
+
+func copyTyped[T dlpack.Element](f dlpack.Foreign, dst []byte) (int, error) {
+	v, err := dlpack.ViewOf[T](f)
+	if err != nil {
+		return 0, err
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	if v.Len()*size > len(dst) {
+		return 0, fmt.Errorf("godlpack: %d bytes needed, %d given", v.Len()*size, len(dst))
+	}
+	if v.Len() == 0 {
+		return 0, nil
+	}
+	out := unsafe.Slice((*T)(unsafe.Pointer(&dst[0])), v.Len())
+	_, err = v.CopyTo(out)
+	return v.Len() * size, err
 }
 
 //export godlpack_outstanding
