@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example bench compare
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark
 	@echo "== all checks passed"
 
 fmt-check:
@@ -89,6 +89,15 @@ python: python-lib $(VENV)/.installed
 
 python-example: python-lib $(VENV)/.installed
 	$(PYRUN) examples/python/demo.py
+
+# The Rust dlpark crate as a peer: a C-ABI static library built by cargo
+# (crates.io), linked into the Go tests of internal/dlparkpeer (tag dlpark).
+dlpark:
+	@echo "== Rust dlpark peer"
+	cargo build --release --quiet --manifest-path internal/dlparkpeer/rust/Cargo.toml
+	$(GO) vet -tags dlpark ./internal/dlparkpeer
+	$(GO) test -count=1 -tags dlpark -v -run . ./internal/dlparkpeer 2>&1 | grep -E '^(---|ok|FAIL|panic)|round trips'
+	$(GO) test -count=1 -tags dlpark -race -run 'Import|Export' ./internal/dlparkpeer
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
