@@ -83,7 +83,7 @@ python-lib:
 
 python: python-lib $(VENV)/.installed
 	@echo "== Python interop (NumPy, through the c-shared library)"
-	$(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
+	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix.md $(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
 	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
 

@@ -1,0 +1,98 @@
+"""Writes the compatibility matrix (peer x direction x case -> outcome)
+from this run's results to the file named by GODLPACK_MATRIX, when set
+(make test sets it to docs/interop-matrix.md)."""
+import os
+import platform
+
+import pytest
+
+# test function -> (peer, direction, case); "refused: ..." outcomes are
+# tests that pass by asserting a clean refusal.
+CASES = {
+    "test_numpy_imports_go_memory_zero_copy": ("NumPy", "Go → NumPy", "float64 matrix, zero copy, writes reach Go"),
+    "test_go_owner_dropped_before_the_array": ("NumPy", "Go → NumPy", "Go owner dropped before the array"),
+    "test_version_negotiation": ("NumPy", "Go → Python", "max_version None/(0,8) → legacy; (1,0)/(1,3)/(2,0) → versioned 1.3"),
+    "test_unconsumed_capsules_are_released": ("any", "Go → Python", "unconsumed capsules (legacy and versioned) released"),
+    "test_capsule_dropped_while_an_exception_propagates": ("any", "Go → Python", "capsule dropped with an exception pending"),
+    "test_read_only_go_memory": ("NumPy", "Go → NumPy", "read-only Go memory: READ_ONLY array; legacy refused (BufferError)"),
+    "test_copy_true_makes_a_copy": ("NumPy", "Go → NumPy", "copy=True: a real copy with IS_COPIED"),
+    "test_stream_and_device_arguments": ("any", "Go → Python", "stream/dl_device: None, -1, own device accepted; others BufferError"),
+    "test_go_consumes_numpy": ("NumPy", "NumPy → Go", "C/F order, transpose, step, negative, broadcast, 0-d, zero-size, offset"),
+    "test_go_sees_numpy_read_only": ("NumPy", "NumPy → Go", "read-only array arrives READ_ONLY"),
+    "test_a_capsule_is_consumed_once": ("NumPy", "NumPy → Go", "second consumption of a capsule: ValueError"),
+    "test_go_rejects_what_it_cannot_sum": ("NumPy", "NumPy → Go", "tensor the Go consumer rejects: BufferError, released"),
+    "test_many_round_trips_do_not_leak": ("NumPy", "both", "2,000 round trips"),
+    "test_numpy_both_ways_every_dtype": ("NumPy", "both", "dtype, bit-exact, zero copy; transposed/strided/broadcast views"),
+    "test_shapes_both_ways": ("NumPy", "both", "shape"),
+    "test_numpy_byte_offset_and_views": ("NumPy", "NumPy → Go", "offset views and slices"),
+    "test_numpy_refuses_bfloat16_and_releases_it": ("NumPy", "Go → NumPy", "bfloat16: refused: NumPy has no bfloat16 (RuntimeError); capsule released"),
+    "test_jax_both_ways": ("JAX (CPU, x64)", "both", "dtype, bit-exact"),
+    "test_jax_bfloat16_both_ways": ("JAX (CPU, x64)", "both", "bfloat16, bit-exact"),
+    "test_go_owner_dropped_before_jax_array": ("JAX (CPU, x64)", "Go → JAX", "Go owner dropped before the JAX array"),
+    "test_go_reads_pyarrow": ("pyarrow", "pyarrow → Go", "sliced array (offset folded into data)"),
+    "test_pyarrow_refusals_are_clean": ("pyarrow", "pyarrow → Go", "nulls refused by pyarrow (TypeError); empty array"),
+    "test_pydlpack_both_ways": ("pydlpack (legacy)", "both", "int32 matrix, re-wrapping a Go tensor"),
+    "test_soak_go_to_numpy": ("NumPy", "Go → NumPy", "soak: 100,000 round trips, memory flat"),
+    "test_soak_numpy_to_go": ("NumPy", "NumPy → Go", "soak: 100,000 round trips, memory flat"),
+    "test_soak_go_to_jax": ("JAX (CPU, x64)", "Go → JAX", "soak: 100,000 round trips, memory flat"),
+    "test_soak_jax_to_go": ("JAX (CPU, x64)", "JAX → Go", "soak: 100,000 round trips, memory flat"),
+    "test_soak_pyarrow_to_go": ("pyarrow", "pyarrow → Go", "soak: 100,000 round trips, memory flat"),
+    "test_soak_pydlpack_to_go": ("pydlpack (legacy)", "pydlpack → Go", "soak: 100,000 round trips, memory flat"),
+    "test_soak_unconsumed_capsules": ("any", "Go → Python", "soak: 100,000 unconsumed capsules, memory flat"),
+    "test_deleters_on_python_threads": ("NumPy", "Go → NumPy", "deleters on threads Python created"),
+}
+
+# Cases that are not run, each with its reason.
+NOT_RUN = [
+    ("pydlpack 0.2.1 (versioned)", "both", "refused: its versioned mode labels a DLManagedTensorVersioned capsule \"dltensor\"; "
+     "a consumer must trust the name (NumPy 2.4.6 fails on it too), so it is not exchanged"),
+    ("pyarrow", "Go → pyarrow", "refused: pyarrow has no DLPack importer"),
+    ("PyTorch, CuPy, JAX on CUDA", "both", "not run: no GPU machine was lent to this task; the CUDA cases need one"),
+    ("Rust dlpark 0.10.0", "both", "see the Go tests of internal/dlparkpeer (make test): import, export, strided, zero-size, Buffer, 100,000-round soak"),
+]
+
+_results = {}
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _results[report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("GODLPACK_MATRIX")
+    if not path:
+        return
+    import jax
+    import numpy
+    import pyarrow
+
+    rows = []
+    for nodeid, outcome in sorted(_results.items()):
+        name = nodeid.split("::")[-1]
+        func, _, param = name.partition("[")
+        peer, direction, case = CASES.get(func, ("?", "?", func))
+        if param:
+            case = f"{case} [{param.rstrip(']')}]"
+        status = "pass" if outcome == "passed" else outcome.upper()
+        if status == "pass" and ": refused:" in f": {case}":
+            case, _, reason = case.partition(": refused: ")
+            status = f"refused as designed: {reason}"
+        rows.append((peer, direction, case, status))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    with open(path, "w") as f:
+        f.write("# Interoperability matrix\n\n")
+        f.write("Generated by the Python interop suite (`make test` runs it and rewrites this file) "
+                "from the outcome of each case. Each case checks the data bit for bit, the same memory "
+                "where zero copy is promised, and that nothing is left outstanding.\n\n")
+        f.write(f"Peers: NumPy {numpy.__version__}, JAX {jax.__version__} (CPU, x64 enabled), "
+                f"pyarrow {pyarrow.__version__}, pydlpack 0.2.1 (legacy mode), Rust dlpark 0.10.0 "
+                f"(Go tests); CPython {platform.python_version()}.\n\n")
+        passed = sum(1 for r in rows if r[3] == "pass" or r[3].startswith("refused"))
+        f.write(f"{passed} of {len(rows)} cases as expected.\n\n")
+        f.write("| peer | direction | case | outcome |\n|---|---|---|---|\n")
+        for r in rows:
+            f.write("| " + " | ".join(x.replace("|", "\\|") for x in r) + " |\n")
+        f.write("\n## Not run, with the reason\n\n| peer | direction | reason |\n|---|---|---|\n")
+        for peer, direction, reason in NOT_RUN:
+            f.write(f"| {peer} | {direction} | {reason} |\n")
