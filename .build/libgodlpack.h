@@ -94,6 +94,7 @@ extern uintptr_t godlpack_data_addr(int64_t id);
 extern uintptr_t godlpack_dlpack(int64_t id, int maxMajor, int copyMode);
 extern int godlpack_consume(uintptr_t capsule, double* sum, int* info);
 extern int64_t godlpack_copy_out(uintptr_t capsule, void* out, int64_t capBytes, int* code, int* bits);
+extern int64_t godlpack_go_heap(void);
 extern int64_t godlpack_outstanding(void);
 
 #ifdef __cplusplus

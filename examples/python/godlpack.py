@@ -23,6 +23,7 @@ _lib.godlpack_copy_out.restype = ctypes.c_int64
 _lib.godlpack_copy_out.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64,
                                    ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
 _lib.godlpack_outstanding.restype = ctypes.c_int64
+_lib.godlpack_go_heap.restype = ctypes.c_int64
 if _lib.godlpack_init() != 0:
     raise ImportError("libgodlpack: CPython C API not found in this process")
 
@@ -103,3 +104,8 @@ def copy_out_capsule(capsule, nbytes):
 def outstanding():
     """Go exports not yet released by their consumers."""
     return _lib.godlpack_outstanding()
+
+
+def go_heap():
+    """The Go heap in use in bytes, after a GC."""
+    return _lib.godlpack_go_heap()

@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -361,6 +362,16 @@ func copyTyped[T dlpack.Element](f dlpack.Foreign, dst []byte) (int, error) {
 	out := unsafe.Slice((*T)(unsafe.Pointer(&dst[0])), v.Len())
 	_, err = v.CopyTo(out)
 	return v.Len() * size, err
+}
+
+// godlpack_go_heap runs a GC and returns the Go heap in use, in bytes.
+//
+//export godlpack_go_heap
+func godlpack_go_heap() C.int64_t {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return C.int64_t(ms.HeapAlloc)
 }
 
 //export godlpack_outstanding

@@ -1,6 +1,7 @@
 """Leak soak: 100,000 round trips per peer direction. Python-tracked
 memory (tracemalloc), the process RSS and Go's outstanding-export counter
-must come back flat. Deleters from threads Python creates."""
+and the Go heap must come back flat. Deleters from threads Python
+creates."""
 import gc
 import threading
 import tracemalloc
@@ -34,12 +35,14 @@ def soak(step, rounds=ROUNDS):
         for _ in range(rounds // 2):
             step()
         gc.collect()
-        marks.append((tracemalloc.get_traced_memory()[0], rss_kib()))
+        marks.append((tracemalloc.get_traced_memory()[0], rss_kib(), godlpack.go_heap()))
     tracemalloc.stop()
-    (py1, rss1), (py2, rss2) = marks
+    (py1, rss1, go1), (py2, rss2, go2) = marks
     assert godlpack.outstanding() == 0
     assert py2 - py1 < 32 * 1024, f"Python memory grew {py2 - py1} bytes in the second half"
     assert rss2 - rss1 < 4 * 1024, f"RSS grew {rss2 - rss1} KiB in the second half"
+    assert go2 - go1 < 256 * 1024, f"Go heap grew {go2 - go1} bytes in the second half"
+    print(f"soak: second half: Python {py2 - py1:+d} B, RSS {rss2 - rss1:+d} KiB, Go heap {go2 - go1:+d} B")
 
 
 def test_soak_go_to_numpy():
