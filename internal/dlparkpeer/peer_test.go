@@ -3,6 +3,7 @@
 package dlparkpeer_test
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/dlparkpeer"
 	"github.com/godlpack/dlpack/internal/leakcheck"
+	"github.com/godlpack/dlpack/minifloat"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -135,4 +137,43 @@ func TestSoak(t *testing.T) {
 	assert.Equal(t, int64(0), dlparkpeer.Live())
 	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "Go heap flat")
 	assert.Less(t, rss1-rss0, int64(8*1024), "RSS flat (within 8 MiB)")
+}
+
+// every element type, both ways, compared byte for byte
+func roundTrip[T dlpack.Element](t *testing.T, xs []T) {
+	t.Helper()
+	dt := dlpack.DataTypeOf[T]()
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(xs)*int(unsafe.Sizeof(xs[0])))
+	m, err := dlpack.Export(xs, []int64{int64(len(xs))})
+	require.NoError(t, err)
+	assert.Equal(t, raw, dlparkpeer.CopyBytes(unsafe.Pointer(m), len(raw)), "Go -> dlpark %v", dt)
+
+	f, err := dlpack.Import(dlparkpeer.MakeBytes(dt, int64(len(xs)), raw))
+	require.NoError(t, err, "dlpark -> Go %v", dt)
+	ys, err := dlpack.Slice[T](f)
+	require.NoError(t, err)
+	assert.Equal(t, xs, ys, "dlpark -> Go %v", dt)
+	f.Close()
+}
+
+func TestEveryDataTypeBothWays(t *testing.T) {
+	roundTrip(t, []bool{true, false, true})
+	roundTrip(t, []int8{-128, 0, 127})
+	roundTrip(t, []int16{-32768, 1, 32767})
+	roundTrip(t, []int32{-1 << 31, 2, 1<<31 - 1})
+	roundTrip(t, []int64{-1 << 63, 3, 1<<63 - 1})
+	roundTrip(t, []uint8{0, 1, 255})
+	roundTrip(t, []uint16{0, 2, 65535})
+	roundTrip(t, []uint32{0, 3, 1<<32 - 1})
+	roundTrip(t, []uint64{0, 4, 1<<64 - 1})
+	roundTrip(t, []float32{-1.5, 0, float32(math.Inf(1))})
+	roundTrip(t, []float64{-2.25, math.SmallestNonzeroFloat64, math.MaxFloat64})
+	roundTrip(t, []complex64{1 + 2i, -3i})
+	roundTrip(t, []complex128{1e300 - 1e-300i, 0})
+	roundTrip(t, []minifloat.Float16{0x3c00, 0x7bff, 0x0001})
+	roundTrip(t, []minifloat.BFloat16{0x3f80, 0xc049, 0x7f80})
+	roundTrip(t, []minifloat.E4M3FN{0x38, 0x7e, 0x01})
+	roundTrip(t, []minifloat.E5M2{0x3c, 0x7b, 0x7c})
+	assert.Equal(t, int64(0), dlparkpeer.Live())
+	assert.Equal(t, int64(0), dlpack.Outstanding())
 }

@@ -96,3 +96,55 @@ pub extern "C" fn dlpark_consume_sum(ptr: *mut DLManagedTensorVersioned) -> f64 
     }
     sum // t drops here: the deleter runs once
 }
+
+/// The owner of bytes for dlpark_make_bytes (8-byte aligned storage).
+struct Words(#[allow(dead_code)] Vec<u64>); // keeps the data alive until the deleter
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A 1-d tensor of n elements of DLPack type (code, bits), made by dlpark
+/// over a copy of the bytes at data.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlpark_make_bytes(code: u8, bits: u8, n: i64, data: *const u8) -> *mut DLManagedTensorVersioned {
+    let nbytes = n as usize * (bits as usize / 8);
+    let mut words = vec![0u64; nbytes.div_ceil(8)];
+    unsafe { std::ptr::copy_nonoverlapping(data, words.as_mut_ptr() as *mut u8, nbytes) };
+    let ptr = words.as_mut_ptr() as *mut c_void;
+    LIVE.fetch_add(1, Ordering::SeqCst);
+    let shape = [n];
+    let strides = [1i64];
+    let mut init = Dynamic::new(shape.as_slice(), strides.as_slice())
+        .prepare_as::<DLManagedTensorVersioned>()
+        .expect("metadata")
+        .initialize(Box::new(Words(words)));
+    init.set_data(ptr);
+    init.set_dtype(dlpark::ffi::DLDataType { code: dlpark::ffi::DLDataTypeCode(code), bits, lanes: 1 });
+    init.set_device(DLDevice::CPU);
+    let t: versioned::Dlpack = unsafe { init.finish() };
+    t.into_raw()
+}
+
+/// Takes ownership of a versioned compact tensor with dlpark, copies its
+/// bytes (dlpark's cpu_bytes) into out, drops it; returns the bytes copied
+/// or -1 if dlpark rejects it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlpark_copy_bytes(ptr: *mut DLManagedTensorVersioned, out: *mut u8, cap: usize) -> i64 {
+    let Ok(t) = (unsafe { versioned::Dlpack::from_raw(ptr) }) else {
+        return -1;
+    };
+    let Ok(view) = t.validate() else {
+        return -1;
+    };
+    let Ok(bytes) = (unsafe { view.cpu_bytes() }) else {
+        return -1;
+    };
+    if bytes.len() > cap {
+        return -1;
+    }
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) };
+    bytes.len() as i64
+}
