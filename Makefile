@@ -73,6 +73,14 @@ examples:
 VENV := .venv
 PYRUN := GODLPACK_LIB=$(CURDIR)/.build/libgodlpack.so PYTHONPATH=$(CURDIR)/examples/python $(VENV)/bin/python
 
+VENV20 := .venv-numpy20
+PYRUN20 := GODLPACK_LIB=$(CURDIR)/.build/libgodlpack.so PYTHONPATH=$(CURDIR)/examples/python $(VENV20)/bin/python
+
+$(VENV20)/.installed: examples/python/requirements-numpy20.txt
+	python3 -m venv $(VENV20)
+	$(VENV20)/bin/python -m pip install -q --disable-pip-version-check -r examples/python/requirements-numpy20.txt
+	touch $@
+
 $(VENV)/.installed: examples/python/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r examples/python/requirements.txt
@@ -81,9 +89,11 @@ $(VENV)/.installed: examples/python/requirements.txt
 python-lib:
 	$(GO) build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack
 
-python: python-lib $(VENV)/.installed
-	@echo "== Python interop (NumPy, through the c-shared library)"
+python: python-lib $(VENV)/.installed $(VENV20)/.installed
+	@echo "== Python interop (NumPy, JAX, pyarrow, pydlpack, through the c-shared library)"
 	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix.md $(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
+	@echo "== Python interop with the oldest NumPy 2.x"
+	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix-numpy20.md $(PYRUN20) -m pytest -q -p no:cacheprovider examples/python/tests_numpy20
 	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
 
