@@ -34,6 +34,7 @@ CASES = {
     "test_soak_jax_to_go": ("JAX (CPU, x64)", "JAX → Go", "soak: 100,000 round trips, memory flat"),
     "test_soak_pyarrow_to_go": ("pyarrow", "pyarrow → Go", "soak: 100,000 round trips, memory flat"),
     "test_soak_pydlpack_to_go": ("pydlpack (legacy)", "pydlpack → Go", "soak: 100,000 round trips, memory flat"),
+    "test_soak_go_to_pydlpack": ("pydlpack (legacy)", "Go → pydlpack", "soak: 100,000 round trips (re-wrapped, read by NumPy), memory flat"),
     "test_soak_unconsumed_capsules": ("any", "Go → Python", "soak: 100,000 unconsumed capsules, memory flat"),
     "test_deleters_on_python_threads": ("NumPy", "Go → NumPy", "deleters on threads Python created"),
 }

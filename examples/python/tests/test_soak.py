@@ -75,6 +75,11 @@ def test_soak_pydlpack_to_go():
     soak(lambda: godlpack.consume_sum(pydlpack.asdlpack(x, impl_cls=pydlpack.DLManagedTensor)))
 
 
+def test_soak_go_to_pydlpack():
+    t = godlpack.GoTensor(4, 4)
+    soak(lambda: np.from_dlpack(pydlpack.asdlpack(t, impl_cls=pydlpack.DLManagedTensor)).sum())
+
+
 def test_soak_unconsumed_capsules():
     t = godlpack.GoTensor(2, 2)
     soak(lambda: t.__dlpack__(max_version=(1, 3)))
