@@ -100,18 +100,16 @@ func BenchmarkImportCloseLegacy(b *testing.B) {
 	}
 }
 
-// BenchmarkExportReleaseWarmCThread: exports released by a persistent
-// thread created in C (batches of 1024; the first callback from that
-// thread, ~10 µs, happens before the timer starts).
-func BenchmarkExportReleaseWarmCThread(b *testing.B) {
+// benchWarmCThread times export + release where every release runs on
+// one persistent thread created in C (batches of 1024; the first callback
+// from that thread, ~10 µs, happens before the timer starts).
+func benchWarmCThread(b *testing.B, export func() (*dlpack.ManagedTensorVersioned, error)) {
 	const batch = 1024
-	xs := make([]float32, 1024)
-	shape := []int64{32, 32}
 	cptrs, ptrs := cshim.CPointers(batch)
 	defer cshim.FreeCPointers(cptrs)
-	warm := func(n int) {
+	run := func(n int) {
 		for i := 0; i < n; i++ {
-			m, err := dlpack.Export(xs, shape)
+			m, err := export()
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -119,12 +117,20 @@ func BenchmarkExportReleaseWarmCThread(b *testing.B) {
 		}
 		cshim.ReleaseOnWarmThread(cptrs, n)
 	}
-	warm(1)
+	run(1)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; done += batch {
-		warm(min(batch, b.N-done))
+		run(min(batch, b.N-done))
 	}
+}
+
+// BenchmarkExportReleaseWarmCThread: Go-memory exports released on a warm
+// C-created thread.
+func BenchmarkExportReleaseWarmCThread(b *testing.B) {
+	xs := make([]float32, 1024)
+	shape := []int64{32, 32}
+	benchWarmCThread(b, func() (*dlpack.ManagedTensorVersioned, error) { return dlpack.Export(xs, shape) })
 }
 
 // BenchmarkSlice: building the typed []T view of an open tensor.
@@ -300,32 +306,13 @@ func BenchmarkParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkBufferExportReleaseWarmCThread: as
-// BenchmarkExportReleaseWarmCThread for a Buffer, whose deleter is pure C
-// (no callback into Go from the C thread).
+// BenchmarkBufferExportReleaseWarmCThread: the same for a Buffer, whose
+// deleter is pure C (no callback into Go from the C thread).
 func BenchmarkBufferExportReleaseWarmCThread(b *testing.B) {
-	const batch = 1024
 	buf, err := dlpack.NewBuffer[float32](32, 32)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer buf.Close()
-	cptrs, ptrs := cshim.CPointers(batch)
-	defer cshim.FreeCPointers(cptrs)
-	run := func(n int) {
-		for i := 0; i < n; i++ {
-			m, err := buf.Export(nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ptrs[i] = unsafe.Pointer(m)
-		}
-		cshim.ReleaseOnWarmThread(cptrs, n)
-	}
-	run(1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; done += batch {
-		run(min(batch, b.N-done))
-	}
+	benchWarmCThread(b, func() (*dlpack.ManagedTensorVersioned, error) { return buf.Export(nil) })
 }

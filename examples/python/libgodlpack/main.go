@@ -60,41 +60,24 @@ func typed[T dlpack.Element](raw []byte, shape []int64) *goTensor {
 	return t
 }
 
-// newTyped dispatches on the DLPack data type.
-func newTyped(dt dlpack.DataType, raw []byte, shape []int64) *goTensor {
-	switch dt {
-	case dlpack.Bool:
-		return typed[bool](raw, shape)
-	case dlpack.Int8:
-		return typed[int8](raw, shape)
-	case dlpack.Int16:
-		return typed[int16](raw, shape)
-	case dlpack.Int32:
-		return typed[int32](raw, shape)
-	case dlpack.Int64:
-		return typed[int64](raw, shape)
-	case dlpack.Uint8:
-		return typed[uint8](raw, shape)
-	case dlpack.Uint16:
-		return typed[uint16](raw, shape)
-	case dlpack.Uint32:
-		return typed[uint32](raw, shape)
-	case dlpack.Uint64:
-		return typed[uint64](raw, shape)
-	case dlpack.Float16:
-		return typed[minifloat.Float16](raw, shape)
-	case dlpack.BFloat16:
-		return typed[minifloat.BFloat16](raw, shape)
-	case dlpack.Float32:
-		return typed[float32](raw, shape)
-	case dlpack.Float64:
-		return typed[float64](raw, shape)
-	case dlpack.Complex64:
-		return typed[complex64](raw, shape)
-	case dlpack.Complex128:
-		return typed[complex128](raw, shape)
-	}
-	return nil
+// elementKind holds what the library does with one Go element type.
+type elementKind struct {
+	make    func(raw []byte, shape []int64) *goTensor
+	copyOut func(f dlpack.Foreign, dst []byte) (int, error)
+}
+
+func kindOf[T dlpack.Element]() elementKind {
+	return elementKind{make: typed[T], copyOut: copyTyped[T]}
+}
+
+// kinds lists every element type the library exchanges, once.
+var kinds = map[dlpack.DataType]elementKind{
+	dlpack.Bool: kindOf[bool](), dlpack.Int8: kindOf[int8](), dlpack.Int16: kindOf[int16](),
+	dlpack.Int32: kindOf[int32](), dlpack.Int64: kindOf[int64](), dlpack.Uint8: kindOf[uint8](),
+	dlpack.Uint16: kindOf[uint16](), dlpack.Uint32: kindOf[uint32](), dlpack.Uint64: kindOf[uint64](),
+	dlpack.Float16: kindOf[minifloat.Float16](), dlpack.BFloat16: kindOf[minifloat.BFloat16](),
+	dlpack.Float32: kindOf[float32](), dlpack.Float64: kindOf[float64](),
+	dlpack.Complex64: kindOf[complex64](), dlpack.Complex128: kindOf[complex128](),
 }
 
 var (
@@ -146,11 +129,12 @@ func godlpack_from_bytes(code, bits C.int, shape *C.int64_t, ndim C.int, data un
 	dt := dlpack.DataType{Code: dlpack.DataTypeCode(code), Bits: uint8(bits), Lanes: 1}
 	sh := append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
 	raw := unsafe.Slice((*byte)(data), int(nbytes))
-	t := newTyped(dt, raw, sh)
-	if t == nil {
+	k, ok := kinds[dt]
+	if !ok {
 		pycapsule.SetError(false, "godlpack: no Go element type for "+dt.String())
 		return -1
 	}
+	t := k.make(raw, sh)
 	t.readOnly = readOnly != 0
 	return register(t)
 }
@@ -311,39 +295,11 @@ func godlpack_copy_out(capsule C.uintptr_t, out unsafe.Pointer, capBytes C.int64
 }
 
 func copyOut(f dlpack.Foreign, dst []byte) (int, error) {
-	switch f.DataType() {
-	case dlpack.Bool:
-		return copyTyped[bool](f, dst)
-	case dlpack.Int8:
-		return copyTyped[int8](f, dst)
-	case dlpack.Int16:
-		return copyTyped[int16](f, dst)
-	case dlpack.Int32:
-		return copyTyped[int32](f, dst)
-	case dlpack.Int64:
-		return copyTyped[int64](f, dst)
-	case dlpack.Uint8:
-		return copyTyped[uint8](f, dst)
-	case dlpack.Uint16:
-		return copyTyped[uint16](f, dst)
-	case dlpack.Uint32:
-		return copyTyped[uint32](f, dst)
-	case dlpack.Uint64:
-		return copyTyped[uint64](f, dst)
-	case dlpack.Float16:
-		return copyTyped[minifloat.Float16](f, dst)
-	case dlpack.BFloat16:
-		return copyTyped[minifloat.BFloat16](f, dst)
-	case dlpack.Float32:
-		return copyTyped[float32](f, dst)
-	case dlpack.Float64:
-		return copyTyped[float64](f, dst)
-	case dlpack.Complex64:
-		return copyTyped[complex64](f, dst)
-	case dlpack.Complex128:
-		return copyTyped[complex128](f, dst)
+	k, ok := kinds[f.DataType()]
+	if !ok {
+		return 0, fmt.Errorf("godlpack: no Go element type for %v", f.DataType())
 	}
-	return 0, fmt.Errorf("godlpack: no Go element type for %v", f.DataType())
+	return k.copyOut(f, dst)
 }
 
 func copyTyped[T dlpack.Element](f dlpack.Foreign, dst []byte) (int, error) {
