@@ -201,6 +201,29 @@ func releaseUnwrapped(m unsafe.Pointer, versioned bool) {
 	}
 }
 
+// borrowCapsule consumes a DLPack capsule (borrowed reference), lends its
+// tensor to use and releases it. On failure it sets the Python exception
+// (ValueError for a capsule that is not unconsumed, BufferError for a
+// tensor Go rejects) and reports false.
+func borrowCapsule(capsule C.uintptr_t, use func(f dlpack.Foreign, versioned bool) error) bool {
+	m, versioned, err := pycapsule.Consume(uintptr(capsule))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return false
+	}
+	fn := func(f dlpack.Foreign) error { return use(f, versioned) }
+	if versioned {
+		err = dlpack.Borrow(m, fn)
+	} else {
+		err = dlpack.BorrowLegacy(m, fn)
+	}
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return false
+	}
+	return true
+}
+
 // godlpack_consume imports a DLPack capsule (borrowed reference) into Go,
 // writes the sum of its elements (float32, float64 or int64, any strides)
 // to *sum and facts about it to *info (bit 0 versioned, bit 1 read-only,
@@ -210,14 +233,9 @@ func releaseUnwrapped(m unsafe.Pointer, versioned bool) {
 //
 //export godlpack_consume
 func godlpack_consume(capsule C.uintptr_t, sum *C.double, info *C.int) C.int {
-	m, versioned, err := pycapsule.Consume(uintptr(capsule))
-	if err != nil {
-		pycapsule.SetError(false, err.Error())
-		return -1
-	}
 	var s float64
 	var facts C.int
-	use := func(f dlpack.Foreign) error {
+	ok := borrowCapsule(capsule, func(f dlpack.Foreign, versioned bool) error {
 		if versioned {
 			facts |= 1
 		}
@@ -236,14 +254,8 @@ func godlpack_consume(capsule C.uintptr_t, sum *C.double, info *C.int) C.int {
 			return sumOf[int64](f, &s)
 		}
 		return fmt.Errorf("godlpack: cannot sum %v", f.DataType())
-	}
-	if versioned {
-		err = dlpack.Borrow(m, use)
-	} else {
-		err = dlpack.BorrowLegacy(m, use)
-	}
-	if err != nil {
-		pycapsule.SetError(true, err.Error())
+	})
+	if !ok {
 		return -1
 	}
 	*sum, *info = C.double(s), facts
@@ -268,27 +280,16 @@ func sumOf[T float32 | float64 | int64](f dlpack.Foreign, s *float64) error {
 //
 //export godlpack_copy_out
 func godlpack_copy_out(capsule C.uintptr_t, out unsafe.Pointer, capBytes C.int64_t, code, bits *C.int) C.int64_t {
-	m, versioned, err := pycapsule.Consume(uintptr(capsule))
-	if err != nil {
-		pycapsule.SetError(false, err.Error())
-		return -1
-	}
 	dst := unsafe.Slice((*byte)(out), int(capBytes))
 	var n int
-	use := func(f dlpack.Foreign) error {
+	ok := borrowCapsule(capsule, func(f dlpack.Foreign, _ bool) error {
 		dt := f.DataType()
 		*code, *bits = C.int(dt.Code), C.int(dt.Bits)
 		var err error
 		n, err = copyOut(f, dst)
 		return err
-	}
-	if versioned {
-		err = dlpack.Borrow(m, use)
-	} else {
-		err = dlpack.BorrowLegacy(m, use)
-	}
-	if err != nil {
-		pycapsule.SetError(true, err.Error())
+	})
+	if !ok {
 		return -1
 	}
 	return C.int64_t(n)
