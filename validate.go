@@ -13,9 +13,14 @@ const MaxNDim = 64
 // layout is the checked geometry of a tensor. shape and strides have ndim
 // entries each (strides filled in for compact tensors sent without them).
 type layout struct {
-	ndim       int
-	shape      []int64
-	strides    []int64
+	ndim    int
+	shape   []int64
+	strides []int64
+	extent
+}
+
+// extent is the pointer-free part of a layout: what checkDims computes.
+type extent struct {
 	numel      int64
 	contiguous bool
 	// Element offsets, relative to the first element, of the lowest and
@@ -23,15 +28,35 @@ type layout struct {
 	minOff, maxOff int64
 }
 
+// mulCheck returns a*b and whether it fits in an int64. Dimensions and
+// strides are almost always below 2^31 in magnitude, where the product
+// cannot overflow; only larger operands take the 128-bit path.
 func mulCheck(a, b int64) (int64, bool) {
-	if a == 0 || b == 0 {
-		return 0, true
+	if uint64(a)+1<<31 < 1<<32 && uint64(b)+1<<31 < 1<<32 {
+		return a * b, true
 	}
-	c := a * b
-	if c/b != a || (a == -1 && b == math.MinInt64) || (b == -1 && a == math.MinInt64) {
+	return mulCheckWide(a, b)
+}
+
+func mulCheckWide(a, b int64) (int64, bool) {
+	ua, ub := uint64(a), uint64(b)
+	if a < 0 {
+		ua = -ua // |MinInt64| = 1<<63 as a uint64
+	}
+	if b < 0 {
+		ub = -ub
+	}
+	hi, lo := bits.Mul64(ua, ub)
+	if (a < 0) != (b < 0) {
+		if hi != 0 || lo > 1<<63 {
+			return 0, false
+		}
+		return int64(-lo), true
+	}
+	if hi != 0 || lo > math.MaxInt64 {
 		return 0, false
 	}
-	return c, true
+	return int64(lo), true
 }
 
 func addCheck(a, b int64) (int64, bool) {
@@ -52,60 +77,70 @@ func addCheck(a, b int64) (int64, bool) {
 // the slices flow to a result, not through a pointer parameter.
 func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, error) {
 	n := len(shape)
-	l := layout{ndim: n}
 	if cap(buf) < 2*n {
 		buf = make([]int64, 2*n)
 	}
-	l.shape = buf[:n:n]
-	l.strides = buf[n : 2*n : 2*n]
-	l.numel = 1
+	l := layout{ndim: n, shape: buf[:n:n], strides: buf[n : 2*n : 2*n]}
+	var err error
+	l.extent, err = checkDims(shape, strides, l.shape, l.strides, prefix)
+	return l, err
+}
+
+// checkDims is checkGeometry writing the copies of shape and strides to
+// outShape and outStrides (len(shape) entries each). It returns only
+// pointer-free results, so that callers filling a heap object (an import's
+// state) pay no write barriers for it.
+func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (extent, error) {
+	n := len(shape)
+	outShape, outStrides = outShape[:n], outStrides[:n]
+	e := extent{numel: 1}
 	for i, d := range shape {
 		if d < 0 {
-			return layout{}, fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
+			return extent{}, fieldErr(ErrShape, prefix+"shape["+strconv.Itoa(i)+"]", d, "negative dimension")
 		}
-		l.shape[i] = d
+		outShape[i] = d
 		var ok bool
-		if l.numel, ok = mulCheck(l.numel, d); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
+		if e.numel, ok = mulCheck(e.numel, d); !ok {
+			return extent{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "element count overflows int64")
 		}
 	}
 	if strides == nil {
 		acc := int64(1)
 		for i := n - 1; i >= 0; i-- {
-			l.strides[i] = acc
+			outStrides[i] = acc
 			var ok bool
-			if acc, ok = mulCheck(acc, max(l.shape[i], 1)); !ok {
-				return layout{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
+			if acc, ok = mulCheck(acc, max(outShape[i], 1)); !ok {
+				return extent{}, fieldErr(ErrOverflow, prefix+"shape", clone(shape), "row-major strides overflow int64")
 			}
 		}
 	} else {
-		copy(l.strides, strides)
+		copy(outStrides, strides[:n])
 	}
 	// Extent: the offsets of the lowest and highest element. Dimensions of
 	// size 1 contribute nothing whatever their stride.
-	if l.numel > 0 {
+	if e.numel > 0 {
 		for i := 0; i < n; i++ {
-			if l.shape[i] == 1 {
+			if outShape[i] == 1 {
 				continue
 			}
-			span, ok := mulCheck(l.strides[i], l.shape[i]-1)
+			span, ok := mulCheck(outStrides[i], outShape[i]-1)
 			if ok {
 				if span >= 0 {
-					l.maxOff, ok = addCheck(l.maxOff, span)
+					e.maxOff, ok = addCheck(e.maxOff, span)
 				} else {
-					l.minOff, ok = addCheck(l.minOff, span)
+					e.minOff, ok = addCheck(e.minOff, span)
 				}
 			}
 			if !ok {
-				return layout{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", l.strides[i], "extent overflows int64")
+				return extent{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", outStrides[i], "extent overflows int64")
 			}
 		}
-		if _, ok := addCheck(l.maxOff, -l.minOff); !ok {
-			return layout{}, fieldErr(ErrOverflow, prefix+"strides", clone(l.strides), "extent overflows int64")
+		if _, ok := addCheck(e.maxOff, -e.minOff); !ok {
+			return extent{}, fieldErr(ErrOverflow, prefix+"strides", clone(outStrides), "extent overflows int64")
 		}
 	}
-	l.contiguous = isRowMajor(l.shape, l.strides, l.numel)
-	return l, nil
+	e.contiguous = isRowMajor(outShape, outStrides, e.numel)
+	return e, nil
 }
 
 // isRowMajor reports whether the layout is compact row-major (C order).
@@ -164,8 +199,12 @@ type checked struct {
 // and fills c. version and flags come from the managed struct (legacy: 0.0
 // and 0). dims is storage for the shape and strides copies.
 func checkTensor(c *checked, t *Tensor, version Version, flags Flags, legacy bool, dims []int64) error {
-	*c = checked{dtype: t.DType, device: t.Device, flags: flags, version: version, legacy: legacy,
-		rawData: t.Data, offset: t.ByteOffset}
+	// Field by field rather than one composite literal: c lives in the
+	// heap, and a whole-struct store of a type with pointers costs a
+	// typed copy.
+	c.dtype, c.device, c.flags, c.version, c.legacy = t.DType, t.Device, flags, version, legacy
+	c.rawData, c.offset, c.data, c.writable = t.Data, t.ByteOffset, 0, false
+	c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
 	if t.NDim < 0 || t.NDim > MaxNDim {
 		return fieldErr(ErrNDim, "dl_tensor.ndim", t.NDim, "must be 0.."+strconv.Itoa(MaxNDim))
 	}
@@ -191,10 +230,14 @@ func checkTensor(c *checked, t *Tensor, version Version, flags Flags, legacy boo
 			return fieldErr(ErrStrides, "dl_tensor.strides", "NULL", "required from DLPack 1.2 on, tensor says "+version.String())
 		}
 	}
+	if cap(dims) < 2*n {
+		dims = make([]int64, 2*n)
+	}
 	var err error
-	if c.layout, err = checkGeometry(shape, strides, dims, "dl_tensor."); err != nil {
+	if c.extent, err = checkDims(shape, strides, dims[:n:n], dims[n:2*n:2*n], "dl_tensor."); err != nil {
 		return err
 	}
+	c.ndim, c.shape, c.strides = n, dims[:n:n], dims[n:2*n:2*n]
 	if t.Data == 0 {
 		if c.numel > 0 {
 			return fieldErr(ErrNullData, "dl_tensor.data", "NULL", strconv.FormatInt(c.numel, 10)+" elements")
