@@ -33,8 +33,13 @@ type Foreign struct {
 // allocate one each, with a cleanup; scoped imports (Borrow) reuse pooled
 // ones and bump gen when the scope ends, so stale handles read as closed.
 type foreignState struct {
-	gen     atomic.Uint32
-	self    atomic.Uintptr // the managed struct; 0 once released
+	// st is gen<<2 | stOpen | stReleasing. A handle is open while st reads
+	// its gen with stOpen; whoever moves st off that value by CAS owns the
+	// release. gen moves on only when a scope ends, and a scope waits for
+	// a release in flight (stReleasing) before the state is reused, so the
+	// plain fields below are stable for whoever won the claim.
+	st      atomic.Uint64
+	self    uintptr // the managed struct
 	deleter uintptr
 	scoped  bool
 	cleanup runtime.Cleanup
@@ -163,33 +168,64 @@ func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []Import
 		return err
 	}
 	defer s.endScope()
-	return fn(Foreign{s: s, gen: s.gen.Load()})
+	return fn(Foreign{s: s, gen: uint32(s.st.Load() >> 2)})
 }
+
+const (
+	stOpen      = 1 // the tensor is held and not yet claimed for release
+	stReleasing = 2 // a Close is calling the deleter
+)
 
 // endScope releases a scoped tensor not closed by fn, invalidates every
 // handle to it and returns the state to the pool.
 func (s *foreignState) endScope() {
-	s.release()
-	s.gen.Add(1) // every handle to this scope now reads as closed
-	// The next load overwrites every field; only references are dropped.
-	s.c.shape, s.c.strides = nil, nil
+	w := s.st.Load() &^ (stOpen | stReleasing)
+	// The next generation (32 bits, as in Foreign), closed: every handle to
+	// this scope now reads as closed.
+	next := uint64(uint32(w>>2)+1) << 2
+	if s.st.CompareAndSwap(w|stOpen, next) {
+		s.releaseClaimed()
+	} else {
+		// fn closed it, or a Close is in flight on another goroutine:
+		// wait for it before the state can be reused.
+		for s.st.Load() != w {
+			runtime.Gosched()
+		}
+		s.st.Store(next)
+	}
+	// The next load overwrites every field; only references out of the
+	// state are dropped.
 	s.goBase, s.goBlock = nil, nil
 	scopePool.Put(s)
 }
 
-// release calls the deleter once, whoever calls first.
-func (s *foreignState) release() {
-	p := s.self.Swap(0)
-	if p == 0 {
+// close releases the tensor if the handle of generation gen is still open:
+// the deleter is called once, whoever calls first.
+func (s *foreignState) close(gen uint32) {
+	w := uint64(gen) << 2
+	if !s.scoped {
+		// An owned state is never reused: nobody waits for the release.
+		if s.st.CompareAndSwap(w|stOpen, w) {
+			s.releaseClaimed()
+		}
 		return
 	}
+	if !s.st.CompareAndSwap(w|stOpen, w|stReleasing) {
+		return
+	}
+	s.releaseClaimed()
+	s.st.Store(w) // closed; a waiting endScope may go on
+}
+
+// releaseClaimed calls the deleter; the caller has claimed the release.
+func (s *foreignState) releaseClaimed() {
 	if !s.scoped {
 		s.cleanup.Stop()
 	}
 	if s.goBlock != nil {
 		releaseGoBlock(s.goBlock) // our own export: no trip through C and back
 	} else {
-		callDeleter(s.deleter, p)
+		callDeleter(s.deleter, s.self)
 	}
 	runtime.KeepAlive(s)
 }
@@ -238,7 +274,8 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		callDeleter(s.deleter, uintptr(p))
 		return err
 	}
-	s.self.Store(uintptr(p))
+	s.self = uintptr(p)
+	s.st.Store(s.st.Load() | stOpen)
 	return nil
 }
 

@@ -743,3 +743,54 @@ func TestCloseRacesCleanup(t *testing.T) {
 	}
 	assert.Equal(t, int64(n/2), dlpack.ReadStats().LeakedImports-before)
 }
+
+// TestStaleCloseCannotReleaseLaterScope: Borrow reuses its state, so a
+// handle kept past its scope points at a state that a later Borrow holds.
+// Closing such a stale handle, even while later scopes start and end on
+// another goroutine, must release nothing: every later scope keeps its
+// tensor until it returns.
+func TestStaleCloseCannotReleaseLaterScope(t *testing.T) {
+	stale := make(chan dlpack.Foreign, 64)
+	done := make(chan struct{})
+	var closer sync.WaitGroup
+	closer.Add(1)
+	go func() {
+		defer closer.Done()
+		for {
+			select {
+			case f := <-stale:
+				for range 4 {
+					require.NoError(t, f.Close())
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	early := 0
+	for i := range 20000 {
+		var kept dlpack.Foreign
+		err := dlpack.Borrow(cshim.BenchMake(), func(f dlpack.Foreign) error {
+			kept = f
+			for range 8 {
+				if f.Closed() {
+					early++
+				}
+				runtime.Gosched()
+			}
+			if i%7 == 0 {
+				return f.Close() // an early Close races with stale ones too
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, kept.Closed())
+		select {
+		case stale <- kept: // the other goroutine closes it while later scopes run
+		default:
+		}
+	}
+	close(done)
+	closer.Wait()
+	assert.Zero(t, early, "scopes whose tensor was released before they returned (by a stale handle)")
+}

@@ -9,7 +9,7 @@ import (
 // live returns the state if the handle is open, else nil.
 func (f Foreign) live() *foreignState {
 	s := f.s
-	if s == nil || s.gen.Load() != f.gen || s.self.Load() == 0 {
+	if s == nil || s.st.Load() != uint64(f.gen)<<2|stOpen {
 		return nil
 	}
 	return s
@@ -20,8 +20,8 @@ func (f Foreign) live() *foreignState {
 // Close is idempotent and always returns nil; slices and views of the data
 // must not be used afterwards.
 func (f Foreign) Close() error {
-	if s := f.s; s != nil && s.gen.Load() == f.gen {
-		s.release()
+	if s := f.s; s != nil {
+		s.close(f.gen)
 	}
 	return nil
 }
