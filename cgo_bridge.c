@@ -10,6 +10,9 @@ int64_t godlpack_bad_releases = 0;
 // Every C block this package allocates (managed-struct blocks and buffers)
 // counts here from its malloc to its free: a count-based leak check.
 int64_t godlpack_live_blocks = 0;
+// Export records' own blocks, from allocation to free (in use or idle;
+// ReadStats tells the two apart).
+int64_t godlpack_kept_blocks = 0;
 
 static void counted_free(void* p) {
 	__atomic_sub_fetch(&godlpack_live_blocks, 1, __ATOMIC_RELAXED);
@@ -33,12 +36,13 @@ static godlpack_prefix* claim(void* self, uint64_t magic) {
 	return p;
 }
 
-// Releases a Go-memory export: one call into Go with the handle we wrote,
-// then frees the block.
+// Releases a Go-memory export: one call into Go with the handle we wrote.
+// The block is usually its record's own, which Go keeps for the record's
+// next export (the block must not be touched once Go has returned); Go
+// asks for a free only for one-off blocks.
 static void release_go(void* self) {
 	godlpack_prefix* p = claim(self, GODLPACK_MAGIC_GO);
-	if (p != NULL) {
-		godlpackGoRelease(p->handle, p->gen);
+	if (p != NULL && godlpackGoRelease(p->handle, p->gen, p)) {
 		counted_free(p);
 	}
 }
@@ -89,6 +93,19 @@ void* godlpack_buffer_alloc(uint64_t nbytes) {
 }
 
 void godlpack_buffer_free(void* ctl) { counted_free(ctl); }
+
+void* godlpack_kept_alloc(size_t n) {
+	void* p = malloc(n);
+	if (p != NULL) {
+		__atomic_add_fetch(&godlpack_kept_blocks, 1, __ATOMIC_RELAXED);
+	}
+	return p;
+}
+
+void godlpack_kept_free(void* p) {
+	__atomic_sub_fetch(&godlpack_kept_blocks, 1, __ATOMIC_RELAXED);
+	free(p);
+}
 
 void* godlpack_block_alloc(size_t n) {
 	void* p = malloc(n);

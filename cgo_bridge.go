@@ -10,8 +10,10 @@ package dlpack
 //   - godlpack_release_versioned / _legacy are the deleters of Go-memory
 //     exports. A consumer calls one exactly once, from any thread (including
 //     threads Go never created). It trusts only the hidden prefix this
-//     package wrote in front of the managed struct, calls godlpackGoRelease
-//     once with the handle found there, and frees the block.
+//     package wrote in front of the managed struct and calls godlpackGoRelease
+//     once with the handle found there. The block is normally the export
+//     record's own and stays with it for its next export; only one-off
+//     blocks (ndim above keptNDim) are freed by the deleter.
 //   - godlpack_buffer_release_* are the deleters of Buffer exports: pure C,
 //     no call into Go, safe even during process exit.
 //   - godlpack_call_deleter is how Go calls a producer's deleter (Go cannot
@@ -75,6 +77,7 @@ enum {
 extern int64_t godlpack_buffer_exports;
 extern int64_t godlpack_bad_releases;
 extern int64_t godlpack_live_blocks;
+extern int64_t godlpack_kept_blocks;
 extern unsigned char godlpack_empty[GODLPACK_ALIGN];
 
 void godlpack_release_versioned(DLManagedTensorVersioned* self);
@@ -84,6 +87,8 @@ void godlpack_buffer_release_legacy(DLManagedTensor* self);
 void godlpack_call_deleter(uintptr_t fn, uintptr_t self);
 void* godlpack_buffer_alloc(uint64_t nbytes);
 void* godlpack_block_alloc(size_t n);
+void* godlpack_kept_alloc(size_t n);
+void godlpack_kept_free(void* p);
 void godlpack_buffer_free(void* ctl);
 extern DLPackExchangeAPI godlpack_exchange_api;
 int godlpack_call_allocator(uintptr_t fn, uint8_t code, uint8_t bits, uint16_t lanes, int32_t dev_type,
@@ -153,6 +158,7 @@ var (
 	bufferExports          = (*int64)(unsafe.Pointer(&C.godlpack_buffer_exports))
 	badReleases            = (*int64)(unsafe.Pointer(&C.godlpack_bad_releases))
 	liveBlocks             = (*int64)(unsafe.Pointer(&C.godlpack_live_blocks))
+	keptBlocks             = (*int64)(unsafe.Pointer(&C.godlpack_kept_blocks))
 )
 
 // callDeleter calls the C function pointer fn with self.
@@ -167,6 +173,11 @@ func cMalloc(n uintptr) unsafe.Pointer { return C.godlpack_block_alloc(C.size_t(
 // cFree frees a block from cMalloc or a Buffer from cBufferAlloc (both
 // counted in Stats.CBlocks).
 func cFree(p unsafe.Pointer) { C.godlpack_buffer_free(p) }
+
+// cKeptAlloc returns n bytes of C memory for an export record's own block,
+// counted in Stats.KeptBlocks; or nil. cKeptFree frees it.
+func cKeptAlloc(n uintptr) unsafe.Pointer { return C.godlpack_kept_alloc(C.size_t(n)) }
+func cKeptFree(p unsafe.Pointer)          { C.godlpack_kept_free(p) }
 
 // cBufferAlloc returns a Buffer control block followed, at bufferDataOffset,
 // by nbytes of data, 256-byte aligned and zeroed; or nil.
@@ -210,8 +221,11 @@ func handleValue(h uintptr) any { return cgo.Handle(h).Value() }
 func deleteHandle(h uintptr)    { cgo.Handle(h).Delete() }
 
 //export godlpackGoRelease
-func godlpackGoRelease(h, gen C.uint64_t) {
+func godlpackGoRelease(h, gen C.uint64_t, block unsafe.Pointer) C.int {
 	// A panic here would unwind into C and kill the process: releaseExport
 	// recovers from everything and counts what it could not release.
-	releaseExport(uintptr(h), uint64(gen))
+	if releaseExport(uintptr(h), uint64(gen), block) {
+		return 1 // a one-off block: the deleter frees it
+	}
+	return 0
 }

@@ -374,3 +374,52 @@ func TestReducedPrecisionRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	requireNoOutstanding(t)
 }
+
+// TestExportBlocks: an export's C block is its record's own block, reused
+// by the record's next export and never freed by the deleter; exports of
+// more dimensions than a kept block holds get a one-off block that their
+// deleter frees. A repeated deleter call on a released kept block is
+// refused and counted, and frees nothing. CBlocks counts the blocks in use.
+func TestExportBlocks(t *testing.T) {
+	xs := make([]float64, 1<<10)
+	base := dlpack.ReadStats()
+
+	m1, err := dlpack.Export(xs, []int64{32, 32})
+	require.NoError(t, err)
+	during := dlpack.ReadStats()
+	assert.Equal(t, base.CBlocks+1, during.CBlocks, "the block in use is counted")
+	cshim.ReleaseVersioned(unsafe.Pointer(m1))
+	after := dlpack.ReadStats()
+	assert.Equal(t, base.CBlocks, after.CBlocks)
+	assert.GreaterOrEqual(t, after.KeptBlocks, int64(1), "the block stays with its record")
+
+	// The next export usually reuses that record and block (unless the
+	// goroutine moved to another P in between); either way it is whole.
+	m2, err := dlpack.Export(xs, []int64{4, 256})
+	require.NoError(t, err)
+	assert.Equal(t, []int64{4, 256}, unsafe.Slice(m2.DLTensor.Shape, 2))
+	cshim.ReleaseVersioned(unsafe.Pointer(m2))
+	bad := dlpack.ReadStats().BadReleases
+	cshim.ReleaseVersioned(unsafe.Pointer(m2)) // a second deleter call: refused, nothing freed
+	assert.Equal(t, bad+1, dlpack.ReadStats().BadReleases)
+	assert.Equal(t, base.CBlocks, dlpack.ReadStats().CBlocks)
+
+	// Nine dimensions: a one-off block, freed by the deleter.
+	shape9 := []int64{2, 2, 2, 2, 2, 2, 2, 2, 4}
+	m9, err := dlpack.Export(xs, shape9)
+	require.NoError(t, err)
+	assert.Equal(t, shape9, unsafe.Slice(m9.DLTensor.Shape, 9))
+	assert.Equal(t, base.CBlocks+1, dlpack.ReadStats().CBlocks)
+	assert.InDelta(t, 0.0, cshim.SumVersioned(unsafe.Pointer(m9)), 0)
+	cshim.ReleaseVersioned(unsafe.Pointer(m9))
+	assert.Equal(t, base.CBlocks, dlpack.ReadStats().CBlocks)
+	requireNoOutstanding(t)
+
+	// Refused exports give back what they took.
+	_, err = dlpack.Export(xs, []int64{2, 2, 2, 2, 2, 2, 2, 2, 2, 2048})
+	require.ErrorIs(t, err, dlpack.ErrShape)
+	_, err = dlpack.Export(xs, []int64{2048})
+	require.ErrorIs(t, err, dlpack.ErrShape)
+	assert.Equal(t, base.CBlocks, dlpack.ReadStats().CBlocks)
+	requireNoOutstanding(t)
+}

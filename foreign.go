@@ -49,6 +49,7 @@ type foreignState struct {
 	goBase  unsafe.Pointer // Go-memory export of this package: the pinned object
 	goOff   uintptr        // data - goBase
 	goBlock unsafe.Pointer // Go-memory export of this package: its C block (prefix), released in Go
+	goRec   *exportRecord  // ... and its record
 	dims    [16]int64      // shape and strides storage for ndim <= 8
 	extra   []int64        // shape and strides storage for larger ndim
 }
@@ -195,7 +196,7 @@ func (s *foreignState) endScope() {
 	}
 	// The next load overwrites every field; only references out of the
 	// state are dropped.
-	s.goBase, s.goBlock = nil, nil
+	s.goBase, s.goBlock, s.goRec = nil, nil, nil
 	scopePool.Put(s)
 }
 
@@ -223,7 +224,7 @@ func (s *foreignState) releaseClaimed() {
 		s.cleanup.Stop()
 	}
 	if s.goBlock != nil {
-		releaseGoBlock(s.goBlock) // our own export: no trip through C and back
+		releaseGoBlock(s.goBlock, s.goRec) // our own export: no trip through C and back
 	} else {
 		callDeleter(s.deleter, s.self)
 	}
@@ -335,7 +336,7 @@ func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
 	if rec == nil || (rec.base == nil && s.c.numel > 0) {
 		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")
 	}
-	s.goBlock = unsafe.Pointer(pre)
+	s.goBlock, s.goRec = unsafe.Pointer(pre), rec
 	c := &s.c
 	if c.numel == 0 {
 		return nil

@@ -43,7 +43,19 @@ type exportRecord struct {
 	handle uintptr        // this record's cgo.Handle
 	gen    atomic.Uint64  // generation of the current export; a release claims it by CAS
 	shard  uint8          // the free-list shard it returns to
+	// block is the record's own C block (keptBlockSize bytes: prefix,
+	// managed struct, shape and strides for up to keptNDim dimensions),
+	// allocated at its first export and reused by every later one, so
+	// that an export needs no malloc and a release no free. Set once.
+	block unsafe.Pointer
 }
+
+// keptNDim is the most dimensions a record's own block holds; exports with
+// more get a one-off block that their deleter frees.
+const keptNDim = 8
+
+// keptBlockSize is the size of a record's own block.
+const keptBlockSize = unsafe.Sizeof(prefix{}) + unsafe.Sizeof(ManagedTensorVersioned{}) + 16*keptNDim
 
 // maxFreeRecords bounds the records kept for reuse, per shard: a
 // high-water mark of exports outstanding at once (a record is ~100 bytes
@@ -59,9 +71,13 @@ const maxFreeRecords = 4096
 const recordShards = 16
 
 type recordShard struct {
+	// hot holds the most recently released record: the common
+	// export-release-export cycle takes and returns it with one atomic
+	// swap each, without the lock.
+	hot  atomic.Pointer[exportRecord]
 	mu   sync.Mutex
 	free []*exportRecord
-	_    [64 - 32]byte // keep shards on separate cache lines
+	_    [64 - 40]byte // keep shards on separate cache lines
 }
 
 var (
@@ -81,6 +97,10 @@ func shard() (*recordShard, *int) {
 
 func getRecord() *exportRecord {
 	s, tok := shard()
+	if rec := s.hot.Swap(nil); rec != nil {
+		shardTokens.Put(tok)
+		return rec
+	}
 	s.mu.Lock()
 	if n := len(s.free); n > 0 {
 		rec := s.free[n-1]
@@ -102,6 +122,9 @@ func getRecord() *exportRecord {
 func putRecord(rec *exportRecord) {
 	rec.base, rec.size = nil, 0
 	s := &records[rec.shard]
+	if s.hot.CompareAndSwap(nil, rec) {
+		return
+	}
 	s.mu.Lock()
 	if len(s.free) < maxFreeRecords {
 		s.free = append(s.free, rec)
@@ -110,58 +133,86 @@ func putRecord(rec *exportRecord) {
 	}
 	s.mu.Unlock()
 	deleteHandle(rec.handle)
+	if rec.block != nil {
+		cKeptFree(rec.block)
+	}
 }
 
 var (
 	goExports     atomic.Int64 // Go-memory exports not yet released
+	oneOffExports atomic.Int64 // those of them in a one-off block (ndim above keptNDim)
 	leakedImports atomic.Int64 // imports released by the cleanup, never closed
 )
 
 // releaseExport is called once per Go-memory export, by its C deleter, on
-// whatever thread the consumer used. It must not panic: a panic would unwind
-// into C. A handle or generation that is not live is counted in
-// Stats.BadReleases instead.
-func releaseExport(h uintptr, gen uint64) {
-	rec, ok := lookupExport(h, gen)
-	// Claim the export: of any number of concurrent releases with the same
-	// generation, exactly one moves it on.
-	if !ok || !rec.gen.CompareAndSwap(gen, gen+1) {
+// whatever thread the consumer used; block is the export's C block (its
+// prefix). It reports whether the caller must free the block: true for a
+// one-off block, false for the record's own, which stays with the record.
+// It must not panic: a panic would unwind into C. A handle or generation
+// that is not live is counted in Stats.BadReleases instead, and a block
+// that may be a record's own is then left alone.
+func releaseExport(h uintptr, gen uint64, block unsafe.Pointer) (freeBlock bool) {
+	rec := recordOf(h)
+	if rec == nil {
 		atomic.AddInt64(badReleases, 1)
-		return
+		return false
 	}
-	rec.pinner.Unpin()
-	putRecord(rec)
-	goExports.Add(-1)
+	return releaseRecord(rec, gen, block)
 }
 
-// releaseGoBlock does in Go what the C deleter of a Go-memory export does
-// (claim the block, release the record, free the block), for a tensor this
-// package exported and imported back: one C call instead of a call into C
-// and a callback into Go.
-func releaseGoBlock(block unsafe.Pointer) {
+// releaseRecord is releaseExport once the record is known.
+func releaseRecord(rec *exportRecord, gen uint64, block unsafe.Pointer) (freeBlock bool) {
+	kept := block == rec.block
+	// Claim the export: of any number of concurrent releases with the same
+	// generation, exactly one moves it on.
+	if !rec.gen.CompareAndSwap(gen, gen+1) {
+		atomic.AddInt64(badReleases, 1)
+		return false
+	}
+	rec.pinner.Unpin()
+	if !kept {
+		oneOffExports.Add(-1)
+	}
+	putRecord(rec)
+	goExports.Add(-1)
+	return !kept
+}
+
+// releaseGoBlock does in Go what the C deleter of a Go-memory export does,
+// for a tensor this package exported and imported back (rec is its record,
+// looked up by the import): no call into C and back, and none at all for
+// a record's own block.
+func releaseGoBlock(block unsafe.Pointer, rec *exportRecord) {
 	pre := (*prefix)(block)
 	if pre.magic != magicGo {
 		atomic.AddInt64(badReleases, 1)
 		return
 	}
 	pre.magic = magicDead
-	releaseExport(uintptr(pre.handle), pre.gen)
-	cFree(block)
+	if releaseRecord(rec, pre.gen, block) {
+		cFree(block)
+	}
 }
 
-// lookupExport returns the record behind h if its current export has
-// generation gen, without panicking on a handle that is invalid.
-func lookupExport(h uintptr, gen uint64) (rec *exportRecord, ok bool) {
+// recordOf returns the record behind handle h, or nil for a handle that is
+// not one of ours, without panicking on an invalid handle.
+func recordOf(h uintptr) (rec *exportRecord) {
 	if h == 0 {
-		return nil, false
+		return nil
 	}
 	defer func() {
 		if recover() != nil {
-			rec, ok = nil, false
+			rec = nil
 		}
 	}()
-	rec, ok = handleValue(h).(*exportRecord)
-	if !ok || rec.gen.Load() != gen {
+	rec, _ = handleValue(h).(*exportRecord)
+	return rec
+}
+
+// lookupExport returns the record behind h if its current export has
+// generation gen.
+func lookupExport(h uintptr, gen uint64) (rec *exportRecord, ok bool) {
+	if rec = recordOf(h); rec == nil || rec.gen.Load() != gen {
 		return nil, false
 	}
 	return rec, true
@@ -180,17 +231,25 @@ type Stats struct {
 	BufferExports int64 // Buffer exports not yet released
 	LeakedImports int64 // imported tensors released by the cleanup because nobody closed them
 	BadReleases   int64 // deleter calls on a struct that was not live (a second call, or not ours)
-	CBlocks       int64 // C allocations of this package not yet freed (export blocks and buffers)
+	CBlocks       int64 // C allocations of this package in use: blocks of outstanding exports, and buffers
+	KeptBlocks    int64 // C blocks that idle export records keep for their next export (bounded by the free list)
 }
 
-// ReadStats returns the current counters.
+// ReadStats returns the current counters. Each is read atomically, but not
+// all at the same instant.
 func ReadStats() Stats {
+	// Records' own blocks are counted by allocation only (keptBlocks), so
+	// the export hot path updates no block counter: those in use are the
+	// Go exports not in one-off blocks.
+	inUse := goExports.Load() - oneOffExports.Load()
+	kept := atomic.LoadInt64(keptBlocks)
 	return Stats{
 		GoExports:     goExports.Load(),
 		BufferExports: atomic.LoadInt64(bufferExports),
 		LeakedImports: leakedImports.Load(),
 		BadReleases:   atomic.LoadInt64(badReleases),
-		CBlocks:       atomic.LoadInt64(liveBlocks),
+		CBlocks:       atomic.LoadInt64(liveBlocks) + inUse,
+		KeptBlocks:    kept - inUse,
 	}
 }
 
@@ -230,16 +289,20 @@ func ReadOnly() ExportOption { return ExportOption{kind: exportReadOnly} }
 // user of this data until it releases it (for example, a fresh copy).
 func Copied() ExportOption { return ExportOption{kind: exportCopied} }
 
-// plan is a checked export: geometry inside the data, flags, first element.
+// plan is a checked export: geometry inside the data, flags, first
+// element. It is pointer-free; the shape and strides are in the block.
 type plan struct {
-	layout
+	extent
+	ndim  int
 	flags Flags
 	first int // index of the first element in the data
 }
 
-// planExport checks shape and options against a buffer of n elements.
-func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []int64) (plan, error) {
-	var p plan
+// planExport checks shape and options against a buffer of n elements and
+// writes the shape and strides to out, which has room for 2*len(shape)
+// entries (len(shape) <= MaxNDim is checked by the caller).
+func planExport(n int, shape []int64, opts []ExportOption, legacy bool, out []int64) (plan, error) {
+	p := plan{ndim: len(shape)}
 	var strides []int64
 	for _, o := range opts {
 		switch o.kind {
@@ -257,17 +320,16 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []i
 			p.flags |= FlagIsCopied
 		}
 	}
-	if len(shape) > MaxNDim {
-		return p, fieldErr(ErrNDim, "ndim", len(shape), "must be 0.."+strconv.Itoa(MaxNDim))
-	}
 	if strides != nil && len(strides) != len(shape) {
 		return p, fieldErr(ErrStrides, "strides", clone(strides), "want "+strconv.Itoa(len(shape))+" strides for the shape")
 	}
 	if legacy && p.flags&FlagReadOnly != 0 {
 		return p, fieldErr(ErrReadOnly, "flags", FlagReadOnly, "legacy tensors cannot signal read-only; export versioned")
 	}
+	nd := p.ndim
+	outStrides := out[nd : 2*nd : 2*nd]
 	var err error
-	if p.layout, err = checkGeometry(shape, strides, dims, ""); err != nil {
+	if p.extent, err = checkDims(shape, strides, out[:nd:nd], outStrides, ""); err != nil {
 		return p, err
 	}
 	if p.numel > 0 {
@@ -275,7 +337,7 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, dims []i
 		hi, hiOK := addCheck(int64(p.first), p.maxOff)
 		if p.first < 0 || !loOK || !hiOK || lo < 0 || hi >= int64(n) {
 			return p, fieldErr(ErrShape, "shape", clone(shape),
-				"with strides "+formatInts(p.strides)+" and offset "+strconv.Itoa(p.first)+
+				"with strides "+formatInts(outStrides)+" and offset "+strconv.Itoa(p.first)+
 					" the tensor reaches elements "+strconv.FormatInt(lo, 10)+".."+strconv.FormatInt(hi, 10)+
 					" of a slice of length "+strconv.Itoa(n))
 		}
@@ -294,25 +356,42 @@ func formatInts(v []int64) string {
 	return s + "]"
 }
 
-// writeBlock allocates the C block (prefix, managed struct, shape, strides)
-// and fills it. It returns the address of the managed struct, or nil.
-func writeBlock(legacy bool, pre prefix, ctx, deleter, data uintptr, dt DataType, p *plan) unsafe.Pointer {
-	hdr := unsafe.Sizeof(ManagedTensorVersioned{})
+func headerSize(legacy bool) uintptr {
 	if legacy {
-		hdr = unsafe.Sizeof(ManagedTensor{})
+		return unsafe.Sizeof(ManagedTensor{})
 	}
-	n := uintptr(p.ndim)
-	block := cMalloc(unsafe.Sizeof(prefix{}) + hdr + 16*n)
-	if block == nil {
-		return nil
+	return unsafe.Sizeof(ManagedTensorVersioned{})
+}
+
+// newBlock allocates a one-off C block (prefix, managed struct, shape,
+// strides) for ndim dimensions, freed by its deleter; or nil.
+func newBlock(legacy bool, ndim int) unsafe.Pointer {
+	return cMalloc(unsafe.Sizeof(prefix{}) + headerSize(legacy) + 16*uintptr(ndim))
+}
+
+// blockDims returns the shape-and-strides area of a block (2*ndim entries).
+func blockDims(block unsafe.Pointer, legacy bool, ndim int) []int64 {
+	return unsafe.Slice((*int64)(unsafe.Add(block, unsafe.Sizeof(prefix{})+headerSize(legacy))), 2*ndim)
+}
+
+// checkNDim is the first check of every export: ndim decides the block.
+func checkNDim(shape []int64) error {
+	if len(shape) > MaxNDim {
+		return fieldErr(ErrNDim, "ndim", len(shape), "must be 0.."+strconv.Itoa(MaxNDim))
 	}
+	return nil
+}
+
+// writeBlock fills a C block (prefix, managed struct; planExport already
+// wrote the shape and strides) and returns the address of the managed
+// struct.
+func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, data uintptr, dt DataType, p *plan) unsafe.Pointer {
+	n := p.ndim
 	*(*prefix)(block) = pre
 	m := unsafe.Add(block, unsafe.Sizeof(prefix{}))
 	t := Tensor{Data: data, Device: CPUDevice, NDim: int32(n), DType: dt}
 	if n > 0 {
-		dims := unsafe.Slice((*int64)(unsafe.Add(m, hdr)), 2*n)
-		copy(dims, p.shape)
-		copy(dims[n:], p.strides)
+		dims := blockDims(block, legacy, n)
 		t.Shape, t.Strides = &dims[0], &dims[n]
 	}
 	if legacy {
@@ -329,12 +408,38 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	if !cgoEnabled {
 		return nil, ErrCgoRequired
 	}
-	var dims [16]int64
-	p, err := planExport(int(n), shape, opts, legacy, dims[:])
-	if err != nil {
+	if err := checkNDim(shape); err != nil {
 		return nil, err
 	}
+	// The record and its block come first: the plan is written straight
+	// into the block.
 	rec := getRecord()
+	nd := len(shape)
+	oneOff := nd > keptNDim
+	var block unsafe.Pointer
+	if oneOff {
+		block = newBlock(legacy, nd)
+	} else {
+		if rec.block == nil {
+			rec.block = cKeptAlloc(keptBlockSize)
+		}
+		block = rec.block
+	}
+	if block == nil {
+		putRecord(rec)
+		return nil, ErrNoMemory
+	}
+	p, err := planExport(int(n), shape, opts, legacy, blockDims(block, legacy, nd))
+	if err != nil {
+		if oneOff {
+			cFree(block)
+		}
+		putRecord(rec)
+		return nil, err
+	}
+	if oneOff {
+		oneOffExports.Add(1)
+	}
 	data := emptyData
 	if p.numel > 0 {
 		rec.pinner.Pin(base)
@@ -345,13 +450,7 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	if legacy {
 		deleter = deleterGoLegacy
 	}
-	m := writeBlock(legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, &p)
-	if m == nil {
-		rec.pinner.Unpin()
-		rec.gen.Add(1)
-		putRecord(rec)
-		return nil, ErrNoMemory
-	}
+	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, &p)
 	goExports.Add(1)
 	return m, nil
 }
@@ -471,9 +570,16 @@ func (b *Buffer[T]) export(shape []int64, opts []ExportOption, legacy bool) (uns
 	if shape == nil {
 		shape = b.shape
 	}
-	var dims [16]int64
-	p, err := planExport(len(b.data), shape, opts, legacy, dims[:])
+	if err := checkNDim(shape); err != nil {
+		return nil, err
+	}
+	block := newBlock(legacy, len(shape))
+	if block == nil {
+		return nil, ErrNoMemory
+	}
+	p, err := planExport(len(b.data), shape, opts, legacy, blockDims(block, legacy, len(shape)))
 	if err != nil {
+		cFree(block)
 		return nil, err
 	}
 	var z T
@@ -487,11 +593,7 @@ func (b *Buffer[T]) export(shape []int64, opts []ExportOption, legacy bool) (uns
 	if legacy {
 		deleter = deleterBufferLegacy
 	}
-	m := writeBlock(legacy, prefix{handle: uint64(uintptr(b.ctl)), magic: magicBuffer}, uintptr(b.ctl), deleter, data, DataTypeOf[T](), &p)
-	if m == nil {
-		atomic.AddInt64(&ctl.refs, -1)
-		return nil, ErrNoMemory
-	}
+	m := writeBlock(block, legacy, prefix{handle: uint64(uintptr(b.ctl)), magic: magicBuffer}, uintptr(b.ctl), deleter, data, DataTypeOf[T](), &p)
 	atomic.AddInt64(bufferExports, 1)
 	return m, nil
 }

@@ -21,6 +21,7 @@ var (
 	deleterBufferVersioned, deleterBufferLegacy uintptr
 	emptyData                                   uintptr
 	bufferExports, badReleases, liveBlocks      = new(int64), new(int64), new(int64)
+	keptBlocks                                  = new(int64)
 )
 
 func newHandle(v any) uintptr   { return 0 }
@@ -30,6 +31,8 @@ func deleteHandle(h uintptr)    {}
 func callDeleter(fn, self uintptr)              {}
 func cMalloc(n uintptr) unsafe.Pointer          { return nil }
 func cFree(p unsafe.Pointer)                    {}
+func cKeptAlloc(n uintptr) unsafe.Pointer       { return nil }
+func cKeptFree(p unsafe.Pointer)                {}
 func cBufferAlloc(nbytes uint64) unsafe.Pointer { return nil }
 
 var publishedAPI *ExchangeAPI

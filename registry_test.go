@@ -48,16 +48,16 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 		go func() {
 			defer released.Done()
 			for e := range exports {
-				releaseExport(e.h, e.gen)
+				releaseExport(e.h, e.gen, nil)
 				if e.h%7 == 0 {
-					releaseExport(e.h, e.gen) // a second deleter call: refused, counted
+					releaseExport(e.h, e.gen, nil) // a second deleter call: refused, counted
 					doubles.Add(1)
 				}
 				if e.h%11 == 0 { // two more, racing each other: both refused
 					var w sync.WaitGroup
 					for k := 0; k < 2; k++ {
 						w.Add(1)
-						go func() { defer w.Done(); releaseExport(e.h, e.gen) }()
+						go func() { defer w.Done(); releaseExport(e.h, e.gen, nil) }()
 					}
 					w.Wait()
 					doubles.Add(2)
@@ -83,21 +83,21 @@ func TestStaleReleaseOfRecycledRecord(t *testing.T) {
 	rec.pinner.Pin(unsafe.Pointer(&data[0]))
 	goExports.Add(1)
 	old := handleGen{rec.handle, rec.gen.Load()}
-	releaseExport(old.h, old.gen)
+	releaseExport(old.h, old.gen, nil)
 
 	rec2 := getRecord() // likely the same record, with a new generation
 	rec2.pinner.Pin(unsafe.Pointer(&data[0]))
 	rec2.base, rec2.size = unsafe.Pointer(&data[0]), 32
 	goExports.Add(1)
 	bad := atomic.LoadInt64(badReleases)
-	releaseExport(old.h, old.gen)
+	releaseExport(old.h, old.gen, nil)
 	if atomic.LoadInt64(badReleases) != bad+1 {
 		t.Fatal("a stale release was not refused")
 	}
 	if rec2.base == nil {
 		t.Fatal("the new export was released by a stale call")
 	}
-	releaseExport(rec2.handle, rec2.gen.Load())
+	releaseExport(rec2.handle, rec2.gen.Load(), nil)
 	if atomic.LoadInt64(badReleases) != bad+1 {
 		t.Fatal("the live release was refused")
 	}
