@@ -41,11 +41,11 @@ type foreignState struct {
 	st      atomic.Uint64
 	self    uintptr // the managed struct
 	deleter uintptr
-	scoped  bool
 	cleanup runtime.Cleanup
+	scoped  bool
+	hostOK  bool // CPU views allowed (CPU, or host memory with AllowHostMemory)
 
 	c       checked
-	hostOK  bool           // CPU views allowed (CPU, or host memory with AllowHostMemory)
 	goBase  unsafe.Pointer // Go-memory export of this package: the pinned object
 	goOff   uintptr        // data - goBase
 	goBlock unsafe.Pointer // Go-memory export of this package: its C block (prefix), released in Go
@@ -142,7 +142,14 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 	return Foreign{s: s}, nil
 }
 
-var scopePool = sync.Pool{New: func() any { return &foreignState{scoped: true} }}
+// scopePool holds the states of scoped imports. A pooled state's word
+// already reads its next generation as open, so a scope's only atomic
+// read-modify-write is the CAS that ends it.
+var scopePool = sync.Pool{New: func() any {
+	s := &foreignState{scoped: true}
+	s.st.Store(stOpen)
+	return s
+}}
 
 // Borrow imports the DLManagedTensorVersioned at p for the duration of fn:
 // it validates the tensor like Import, calls fn, and releases the tensor
@@ -165,7 +172,7 @@ func BorrowLegacy(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption
 func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []ImportOption) error {
 	s := scopePool.Get().(*foreignState)
 	if err := s.load(p, legacy, opts); err != nil {
-		s.endScope()
+		s.recycle() // load released the tensor, and no handle to it exists
 		return err
 	}
 	defer s.endScope()
@@ -181,10 +188,9 @@ const (
 // handle to it and returns the state to the pool.
 func (s *foreignState) endScope() {
 	w := s.st.Load() &^ (stOpen | stReleasing)
-	// The next generation (32 bits, as in Foreign), closed: every handle to
-	// this scope now reads as closed.
-	next := uint64(uint32(w>>2)+1) << 2
-	if s.st.CompareAndSwap(w|stOpen, next) {
+	// Moving st to the next generation (32 bits, as in Foreign) makes
+	// every handle to this scope read as closed.
+	if s.st.CompareAndSwap(w|stOpen, nextGen(w)) {
 		s.releaseClaimed()
 	} else {
 		// fn closed it, or a Close is in flight on another goroutine:
@@ -192,10 +198,18 @@ func (s *foreignState) endScope() {
 		for s.st.Load() != w {
 			runtime.Gosched()
 		}
-		s.st.Store(next)
+		s.st.Store(nextGen(w))
 	}
-	// The next load overwrites every field; only references out of the
-	// state are dropped.
+	s.recycle()
+}
+
+// nextGen returns the state word of the generation after w's, open.
+func nextGen(w uint64) uint64 { return uint64(uint32(w>>2)+1)<<2 | stOpen }
+
+// recycle returns a scoped state, its word open for a generation no
+// handle has, to the pool. The next load overwrites every field; only
+// references out of the state are dropped.
+func (s *foreignState) recycle() {
 	s.goBase, s.goBlock, s.goRec = nil, nil, nil
 	scopePool.Put(s)
 }
@@ -276,7 +290,9 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		return err
 	}
 	s.self = uintptr(p)
-	s.st.Store(s.st.Load() | stOpen)
+	if !s.scoped {
+		s.st.Store(stOpen) // a scoped state's word is already open
+	}
 	return nil
 }
 
