@@ -26,24 +26,34 @@ import (
 //	xs, err := dlpack.Slice[float32](t)
 type Foreign struct {
 	s   *foreignState
+	own *owner // owned imports: the object whose cleanup is the safety net
 	gen uint32
 }
 
-// foreignState is the shared state behind Foreign handles. Owned imports
-// allocate one each, with a cleanup; scoped imports (Borrow) reuse pooled
-// ones and bump gen when the scope ends, so stale handles read as closed.
+// owner is what every copy of an owned import's Foreign (and every View of
+// it) refers to: when it becomes unreachable with the tensor still open,
+// its cleanup releases the tensor. It is small on purpose, because it is
+// the only per-import allocation besides the cleanup's own two; the state
+// itself is pooled. 16 bytes keeps it out of the tiny allocator, whose
+// objects may never be cleaned up.
+type owner struct{ _ [2]uintptr }
+
+// foreignState is the state behind Foreign handles, pooled and reused by
+// imports of both kinds: closing or ending a scope moves its generation on,
+// so stale handles read as closed.
 type foreignState struct {
 	// st is gen<<2 | stOpen | stReleasing. A handle is open while st reads
 	// its gen with stOpen; whoever moves st off that value by CAS owns the
-	// release. gen moves on only when a scope ends, and a scope waits for
-	// a release in flight (stReleasing) before the state is reused, so the
-	// plain fields below are stable for whoever won the claim.
+	// release. gen moves on when an owned import is closed (or leaked) and
+	// when a scope ends; a scope waits for an early Close in flight
+	// (stReleasing) first. The state goes back to the pool only after the
+	// release, so the plain fields below are stable for whoever won the
+	// claim.
 	st      atomic.Uint64
 	self    uintptr // the managed struct
 	deleter uintptr
-	cleanup runtime.Cleanup
-	scoped  bool
-	hostOK  bool // CPU views allowed (CPU, or host memory with AllowHostMemory)
+	cleanup runtime.Cleanup // owned imports: the safety net
+	hostOK  bool            // CPU views allowed (CPU, or host memory with AllowHostMemory)
 
 	c       checked
 	goBase  unsafe.Pointer // Go-memory export of this package: the pinned object
@@ -124,29 +134,41 @@ func ImportLegacy(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
 	return importOwned(p, true, opts)
 }
 
-// leakArg is what the cleanup of an owned import needs; it must not refer
-// to the foreignState, or the state would never become unreachable.
-type leakArg struct{ self, deleter uintptr }
+// leakArg is what the cleanup of an owned import needs: the state and the
+// generation it was imported as. It must not refer to the owner, or the
+// owner would never become unreachable (the state does not).
+type leakArg struct {
+	s   *foreignState
+	gen uint32
+}
 
+// releaseLeaked is the safety net: the owner of an import that was never
+// closed has become unreachable.
 func releaseLeaked(a leakArg) {
-	leakedImports.Add(1)
-	callDeleter(a.deleter, a.self)
+	if a.s.claim(a.gen) {
+		leakedImports.Add(1)
+		a.s.releaseClaimed(false)
+		a.s.recycle()
+	}
 }
 
 func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, error) {
-	s := new(foreignState)
+	s := statePool.Get().(*foreignState)
 	if err := s.load(p, legacy, opts); err != nil {
+		s.recycle()
 		return Foreign{}, err
 	}
-	s.cleanup = runtime.AddCleanup(s, releaseLeaked, leakArg{uintptr(p), s.deleter})
-	return Foreign{s: s}, nil
+	gen := uint32(s.st.Load() >> 2)
+	o := new(owner)
+	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
+	return Foreign{s: s, own: o, gen: gen}, nil
 }
 
-// scopePool holds the states of scoped imports. A pooled state's word
-// already reads its next generation as open, so a scope's only atomic
+// statePool holds the states of imports. A pooled state's word already
+// reads its next generation as open, so an import's only atomic
 // read-modify-write is the CAS that ends it.
-var scopePool = sync.Pool{New: func() any {
-	s := &foreignState{scoped: true}
+var statePool = sync.Pool{New: func() any {
+	s := new(foreignState)
 	s.st.Store(stOpen)
 	return s
 }}
@@ -170,7 +192,7 @@ func BorrowLegacy(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption
 }
 
 func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []ImportOption) error {
-	s := scopePool.Get().(*foreignState)
+	s := statePool.Get().(*foreignState)
 	if err := s.load(p, legacy, opts); err != nil {
 		s.recycle() // load released the tensor, and no handle to it exists
 		return err
@@ -191,7 +213,7 @@ func (s *foreignState) endScope() {
 	// Moving st to the next generation (32 bits, as in Foreign) makes
 	// every handle to this scope read as closed.
 	if s.st.CompareAndSwap(w|stOpen, nextGen(w)) {
-		s.releaseClaimed()
+		s.releaseClaimed(false)
 	} else {
 		// fn closed it, or a Close is in flight on another goroutine:
 		// wait for it before the state can be reused.
@@ -206,35 +228,46 @@ func (s *foreignState) endScope() {
 // nextGen returns the state word of the generation after w's, open.
 func nextGen(w uint64) uint64 { return uint64(uint32(w>>2)+1)<<2 | stOpen }
 
-// recycle returns a scoped state, its word open for a generation no
+// recycle returns a state, its word open for a generation no
 // handle has, to the pool. The next load overwrites every field; only
 // references out of the state are dropped.
 func (s *foreignState) recycle() {
 	s.goBase, s.goBlock, s.goRec = nil, nil, nil
-	scopePool.Put(s)
+	statePool.Put(s)
 }
 
-// close releases the tensor if the handle of generation gen is still open:
-// the deleter is called once, whoever calls first.
-func (s *foreignState) close(gen uint32) {
+// claim claims the release of an owned import of generation gen, and
+// moves the state to its next generation: every handle to it reads as
+// closed from now on. It reports whether the caller won.
+func (s *foreignState) claim(gen uint32) bool {
 	w := uint64(gen) << 2
-	if !s.scoped {
-		// An owned state is never reused: nobody waits for the release.
-		if s.st.CompareAndSwap(w|stOpen, w) {
-			s.releaseClaimed()
-		}
-		return
+	return s.st.CompareAndSwap(w|stOpen, nextGen(w))
+}
+
+// closeOwned releases an owned import if it is still open and returns its
+// state to the pool: the deleter is called once, whoever calls first.
+func (s *foreignState) closeOwned(gen uint32) {
+	if s.claim(gen) {
+		s.releaseClaimed(true)
+		s.recycle()
 	}
+}
+
+// closeScoped releases a scoped import early if the handle of generation
+// gen is still open; the scope's end returns the state to the pool.
+func (s *foreignState) closeScoped(gen uint32) {
+	w := uint64(gen) << 2
 	if !s.st.CompareAndSwap(w|stOpen, w|stReleasing) {
 		return
 	}
-	s.releaseClaimed()
+	s.releaseClaimed(false)
 	s.st.Store(w) // closed; a waiting endScope may go on
 }
 
 // releaseClaimed calls the deleter; the caller has claimed the release.
-func (s *foreignState) releaseClaimed() {
-	if !s.scoped {
+// stop cancels the safety net of an owned import.
+func (s *foreignState) releaseClaimed(stop bool) {
+	if stop {
 		s.cleanup.Stop()
 	}
 	if s.goBlock != nil {
@@ -290,9 +323,6 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		return err
 	}
 	s.self = uintptr(p)
-	if !s.scoped {
-		s.st.Store(stOpen) // a scoped state's word is already open
-	}
 	return nil
 }
 

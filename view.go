@@ -3,6 +3,7 @@ package dlpack
 import (
 	"fmt"
 	"iter"
+	"runtime"
 	"unsafe"
 )
 
@@ -20,8 +21,13 @@ func (f Foreign) live() *foreignState {
 // Close is idempotent and always returns nil; slices and views of the data
 // must not be used afterwards.
 func (f Foreign) Close() error {
-	if s := f.s; s != nil {
-		s.close(f.gen)
+	switch s := f.s; {
+	case s == nil:
+	case f.own != nil:
+		s.closeOwned(f.gen)
+		runtime.KeepAlive(f.own) // no cleanup while Close runs
+	default:
+		s.closeScoped(f.gen)
 	}
 	return nil
 }
