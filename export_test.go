@@ -423,3 +423,47 @@ func TestExportBlocks(t *testing.T) {
 	assert.Equal(t, base.CBlocks, dlpack.ReadStats().CBlocks)
 	requireNoOutstanding(t)
 }
+
+// TestExportIntoGarbageBlocks: a fresh C block holds whatever malloc left
+// there. Filling it must not let the GC's write barrier inspect those old
+// words as pointers: here they are Go's own dead-pointer poison, which the
+// GC aborts on, and the exports run while a collection is always under way.
+func TestExportIntoGarbageBlocks(t *testing.T) {
+	xs := make([]float32, 512)
+	shape9 := []int64{2, 2, 2, 2, 2, 2, 2, 2, 2} // more than a kept block holds: a fresh malloc each time
+	const block9 = 24 + 80 + 16*9                // prefix, versioned struct, shape and strides
+	// A heap of many pointers keeps each collection's mark phase, when the
+	// write barrier is on, long.
+	type node struct{ next *node }
+	heap := make([]*node, 1<<20)
+	for i := range heap {
+		heap[i] = &node{}
+		if i > 0 {
+			heap[i].next = heap[i-1]
+		}
+	}
+	defer runtime.KeepAlive(heap)
+	stop := make(chan struct{})
+	var gc sync.WaitGroup
+	gc.Add(1)
+	go func() {
+		defer gc.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	for range 20000 {
+		cshim.PoisonFree(block9)
+		m, err := dlpack.Export(xs, shape9)
+		require.NoError(t, err)
+		cshim.ReleaseVersioned(unsafe.Pointer(m))
+	}
+	close(stop)
+	gc.Wait()
+	requireNoOutstanding(t)
+}

@@ -385,6 +385,13 @@ func checkNDim(shape []int64) error {
 // writeBlock fills a C block (prefix, managed struct; planExport already
 // wrote the shape and strides) and returns the address of the managed
 // struct.
+//
+// The struct is built on the stack and copied into the block as plain
+// words. A typed store would run the GC's write barrier on the pointer
+// fields (shape, strides), which also inspects the values being
+// overwritten: in a fresh malloc block those are garbage, and garbage that
+// looks like a bad heap pointer (or is Go's 0xdeaddeaddeaddead poison)
+// makes the GC abort the process.
 func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, data uintptr, dt DataType, p *plan) unsafe.Pointer {
 	n := p.ndim
 	*(*prefix)(block) = pre
@@ -395,10 +402,11 @@ func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, dat
 		t.Shape, t.Strides = &dims[0], &dims[n]
 	}
 	if legacy {
-		*(*ManagedTensor)(m) = ManagedTensor{DLTensor: t, ManagerCtx: ctx, Deleter: deleter}
+		h := ManagedTensor{DLTensor: t, ManagerCtx: ctx, Deleter: deleter}
+		*(*[unsafe.Sizeof(h) / 8]uint64)(m) = *(*[unsafe.Sizeof(h) / 8]uint64)(unsafe.Pointer(&h))
 	} else {
-		*(*ManagedTensorVersioned)(m) = ManagedTensorVersioned{Version: CurrentVersion, ManagerCtx: ctx,
-			Deleter: deleter, Flags: p.flags, DLTensor: t}
+		h := ManagedTensorVersioned{Version: CurrentVersion, ManagerCtx: ctx, Deleter: deleter, Flags: p.flags, DLTensor: t}
+		*(*[unsafe.Sizeof(h) / 8]uint64)(m) = *(*[unsafe.Sizeof(h) / 8]uint64)(unsafe.Pointer(&h))
 	}
 	return m
 }

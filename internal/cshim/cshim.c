@@ -220,6 +220,18 @@ void* cshim_fake_block(size_t prefix_and_struct) {
 	return calloc(1, prefix_and_struct);
 }
 
+// Leaves a freed chunk of n bytes full of 0xdeaddeaddeaddead (Go's poison
+// for dead pointer slots) at the head of this thread's malloc cache, so
+// that the next malloc of that size returns it.
+void cshim_poison_free(size_t n) {
+	uint64_t* p = malloc(n);
+	for (size_t i = 0; i < n / 8; i++) {
+		p[i] = 0xdeaddeaddeaddeadULL;
+	}
+	__asm__ volatile("" : : "r"(p) : "memory");
+	free(p);
+}
+
 // ---- Benchmark fixtures: the cheapest honest producer and consumer ----
 
 static float bench_data[1024];

@@ -177,6 +177,10 @@ func Layout() []Field {
 // FakeBlock returns n zeroed bytes of C memory (never freed by a deleter).
 func FakeBlock(n int) unsafe.Pointer { return C.cshim_fake_block(C.size_t(n)) }
 
+// PoisonFree leaves a freed chunk of n bytes filled with 0xdeaddeaddeaddead
+// where this thread's next malloc of n bytes will find it.
+func PoisonFree(n int) { C.cshim_poison_free(C.size_t(n)) }
+
 // FreeBlock frees memory from FakeBlock.
 func FreeBlock(p unsafe.Pointer) { C.free(p) }
 
@@ -266,7 +270,10 @@ func ReleaseOnWarmThread(ptrs *unsafe.Pointer, n int) {
 
 // CPointers returns C memory for n pointers, and a Go slice over it.
 func CPointers(n int) (*unsafe.Pointer, []unsafe.Pointer) {
-	p := (*unsafe.Pointer)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	// Zeroed: Go stores into this array run the GC's write barrier, which
+	// inspects the old values, and malloc garbage can look like a bad
+	// pointer to it.
+	p := (*unsafe.Pointer)(C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(uintptr(0)))))
 	return p, unsafe.Slice(p, n)
 }
 

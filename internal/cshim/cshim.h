@@ -47,6 +47,7 @@ void cshim_call_legacy(DLManagedTensor* m);
 int cshim_release_on_threads(void** ptrs, int n, int nthreads, int legacy);
 size_t cshim_layout(cshim_field* out, size_t cap);
 void* cshim_fake_block(size_t n);
+void cshim_poison_free(size_t n);
 DLManagedTensorVersioned* cshim_bench_make(void);
 int64_t cshim_bench_consume(DLManagedTensorVersioned* m);
 int64_t cshim_bench_c_floor(int64_t n);
