@@ -72,7 +72,7 @@ enum {
 
 #define GODLPACK_MAGIC_GO   0x6f672d646c70616bULL
 #define GODLPACK_MAGIC_BUF  0x6275662d646c706bULL
-#define GODLPACK_MAGIC_DEAD 0xdeaddeaddeaddeadULL
+#define GODLPACK_MAGIC_DEAD 0x646561642d646c70ULL // not 0xdeaddead...: Go treats that pattern in a pointer slot as fatal
 
 extern int64_t godlpack_buffer_exports;
 extern int64_t godlpack_bad_releases;

@@ -12,7 +12,7 @@ const (
 	cgoEnabled  = false
 	magicGo     = 0x6f672d646c70616b
 	magicBuffer = 0x6275662d646c706b
-	magicDead   = 0xdeaddeaddeaddead
+	magicDead   = 0x646561642d646c70
 	bufferAlign = 256
 )
 
