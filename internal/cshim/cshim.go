@@ -144,7 +144,7 @@ func ReleaseOnThreads(ptrs []unsafe.Pointer, nthreads int, legacy bool) {
 	if len(ptrs) == 0 {
 		return
 	}
-	arr := (*[1 << 28]unsafe.Pointer)(C.malloc(C.size_t(len(ptrs)) * C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(ptrs):len(ptrs)]
+	arr := (*[1 << 28]unsafe.Pointer)(C.calloc(C.size_t(len(ptrs)), C.size_t(unsafe.Sizeof(uintptr(0)))))[:len(ptrs):len(ptrs)] // zeroed: see CPointers
 	copy(arr, ptrs)
 	l := C.int(0)
 	if legacy {
