@@ -71,13 +71,36 @@ const maxFreeRecords = 4096
 const recordShards = 16
 
 type recordShard struct {
+	// The padding before and after keeps two shards' fields at least a
+	// cache line apart whatever the array's alignment (a shard that
+	// straddled a line boundary shared it with its neighbour, and
+	// exports on two cores slowed down instead of scaling).
+	_ [64]byte
 	// hot holds the most recently released record: the common
 	// export-release-export cycle takes and returns it with one atomic
 	// swap each, without the lock.
-	hot  atomic.Pointer[exportRecord]
-	mu   sync.Mutex
-	free []*exportRecord
-	_    [64 - 40]byte // keep shards on separate cache lines
+	hot atomic.Pointer[exportRecord]
+	// exports counts the outstanding exports of this shard's records: a
+	// counter per shard, on the line the exporter touches anyway, rather
+	// than one that every core's exports and releases would fight over.
+	exports atomic.Int64
+	mu      sync.Mutex
+	free    []*exportRecord
+	_       [128 - 64 - 48]byte
+}
+
+// exportCount is the number of Go-memory exports not yet released, kept
+// per shard.
+type exportCount struct{}
+
+func (exportCount) add(rec *exportRecord, d int64) { records[rec.shard].exports.Add(d) }
+
+func (exportCount) Load() int64 {
+	var n int64
+	for i := range records {
+		n += records[i].exports.Load()
+	}
+	return n
 }
 
 var (
@@ -139,7 +162,7 @@ func putRecord(rec *exportRecord) {
 }
 
 var (
-	goExports     atomic.Int64 // Go-memory exports not yet released
+	goExports     exportCount  // Go-memory exports not yet released
 	oneOffExports atomic.Int64 // those of them in a one-off block (ndim above keptNDim)
 	leakedImports atomic.Int64 // imports released by the cleanup, never closed
 )
@@ -173,8 +196,8 @@ func releaseRecord(rec *exportRecord, gen uint64, block unsafe.Pointer) (freeBlo
 	if !kept {
 		oneOffExports.Add(-1)
 	}
+	goExports.add(rec, -1)
 	putRecord(rec)
-	goExports.Add(-1)
 	return !kept
 }
 
@@ -459,7 +482,7 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 		deleter = deleterGoLegacy
 	}
 	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, &p)
-	goExports.Add(1)
+	goExports.add(rec, 1)
 	return m, nil
 }
 

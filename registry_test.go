@@ -37,7 +37,7 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 				base := unsafe.Pointer(unsafe.SliceData(data))
 				rec.pinner.Pin(base)
 				rec.base, rec.size = base, 64
-				goExports.Add(1)
+				goExports.add(rec, 1)
 				exports <- handleGen{rec.handle, rec.gen.Load()}
 			}
 		}()
@@ -81,14 +81,14 @@ func TestStaleReleaseOfRecycledRecord(t *testing.T) {
 	data := make([]int64, 4)
 	rec := getRecord()
 	rec.pinner.Pin(unsafe.Pointer(&data[0]))
-	goExports.Add(1)
+	goExports.add(rec, 1)
 	old := handleGen{rec.handle, rec.gen.Load()}
 	releaseExport(old.h, old.gen, nil)
 
 	rec2 := getRecord() // likely the same record, with a new generation
 	rec2.pinner.Pin(unsafe.Pointer(&data[0]))
 	rec2.base, rec2.size = unsafe.Pointer(&data[0]), 32
-	goExports.Add(1)
+	goExports.add(rec2, 1)
 	bad := atomic.LoadInt64(badReleases)
 	releaseExport(old.h, old.gen, nil)
 	if atomic.LoadInt64(badReleases) != bad+1 {
