@@ -116,30 +116,34 @@ func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (ext
 	} else {
 		copy(outStrides, strides[:n])
 	}
+	// Compact row-major (the common case, and always when strides were
+	// NULL): the extent is [0, numel-1], nothing left to check.
+	if e.numel == 0 || isRowMajor(outShape, outStrides, e.numel) {
+		e.contiguous = true
+		e.maxOff = max(e.numel-1, 0)
+		return e, nil
+	}
 	// Extent: the offsets of the lowest and highest element. Dimensions of
 	// size 1 contribute nothing whatever their stride.
-	if e.numel > 0 {
-		for i := 0; i < n; i++ {
-			if outShape[i] == 1 {
-				continue
-			}
-			span, ok := mulCheck(outStrides[i], outShape[i]-1)
-			if ok {
-				if span >= 0 {
-					e.maxOff, ok = addCheck(e.maxOff, span)
-				} else {
-					e.minOff, ok = addCheck(e.minOff, span)
-				}
-			}
-			if !ok {
-				return extent{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", outStrides[i], "extent overflows int64")
+	for i := 0; i < n; i++ {
+		if outShape[i] == 1 {
+			continue
+		}
+		span, ok := mulCheck(outStrides[i], outShape[i]-1)
+		if ok {
+			if span >= 0 {
+				e.maxOff, ok = addCheck(e.maxOff, span)
+			} else {
+				e.minOff, ok = addCheck(e.minOff, span)
 			}
 		}
-		if _, ok := addCheck(e.maxOff, -e.minOff); !ok {
-			return extent{}, fieldErr(ErrOverflow, prefix+"strides", clone(outStrides), "extent overflows int64")
+		if !ok {
+			return extent{}, fieldErr(ErrOverflow, prefix+"strides["+strconv.Itoa(i)+"]", outStrides[i], "extent overflows int64")
 		}
 	}
-	e.contiguous = isRowMajor(outShape, outStrides, e.numel)
+	if _, ok := addCheck(e.maxOff, -e.minOff); !ok {
+		return extent{}, fieldErr(ErrOverflow, prefix+"strides", clone(outStrides), "extent overflows int64")
+	}
 	return e, nil
 }
 
