@@ -68,4 +68,24 @@ func TestHotPathAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, goToGo, "Go -> Go")
+
+	// 64 tensors per batch, made by C in one call: no allocation per batch.
+	bptrs, bps := cshim.CPointers(64)
+	defer cshim.FreeCPointers(bptrs)
+	fs := make([]dlpack.Foreign, len(bps))
+	each := func(fs []dlpack.Foreign) error {
+		for _, f := range fs {
+			if _, err := dlpack.Slice[float32](f); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	batch := testing.AllocsPerRun(200, func() {
+		cshim.BenchMakeBatch(bptrs, len(bps))
+		if err := dlpack.BorrowBatch(bps, fs, each); err != nil {
+			t.Fatal(err)
+		}
+	})
+	assert.Zero(t, batch, "BorrowBatch of 64")
 }

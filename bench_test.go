@@ -52,6 +52,36 @@ func BenchmarkBorrowSlice(b *testing.B) {
 	_ = sum
 }
 
+// BenchmarkBorrowBatch: scoped imports of tensors that C makes 64 per
+// call, each viewed as []float32; one op is one tensor. The deleters run
+// in one crossing per batch.
+func BenchmarkBorrowBatch(b *testing.B) {
+	const batch = 64
+	cptrs, ptrs := cshim.CPointers(batch)
+	defer cshim.FreeCPointers(cptrs)
+	fs := make([]dlpack.Foreign, batch)
+	var sum float32
+	fn := func(fs []dlpack.Foreign) error {
+		for _, f := range fs {
+			xs, err := dlpack.Slice[float32](f)
+			if err != nil {
+				return err
+			}
+			sum += xs[0]
+		}
+		return nil
+	}
+	b.ReportAllocs()
+	for done := 0; done < b.N; done += batch {
+		n := min(batch, b.N-done)
+		cshim.BenchMakeBatch(cptrs, n)
+		if err := dlpack.BorrowBatch(ptrs[:n], fs, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = sum
+}
+
 // BenchmarkExportRelease: a 32x32 view of a Go slice exported and released
 // by a C consumer that reads its header (same thread).
 func BenchmarkExportRelease(b *testing.B) {

@@ -74,6 +74,14 @@ void godlpack_call_deleter(uintptr_t fn, uintptr_t self) {
 	}
 }
 
+void godlpack_call_deleters(const uintptr_t* fns, const uintptr_t* selfs, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		if (fns[i] != 0) {
+			((void (*)(void*))fns[i])((void*)selfs[i]);
+		}
+	}
+}
+
 void* godlpack_buffer_alloc(uint64_t nbytes) {
 	if (nbytes > SIZE_MAX - GODLPACK_BUFFER_DATA - GODLPACK_ALIGN) {
 		return NULL;

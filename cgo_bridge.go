@@ -17,7 +17,8 @@ package dlpack
 //   - godlpack_buffer_release_* are the deleters of Buffer exports: pure C,
 //     no call into Go, safe even during process exit.
 //   - godlpack_call_deleter is how Go calls a producer's deleter (Go cannot
-//     call a C function pointer itself).
+//     call a C function pointer itself); godlpack_call_deleters calls many
+//     in one crossing (BorrowBatch).
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/include -O2
@@ -85,6 +86,7 @@ void godlpack_release_legacy(DLManagedTensor* self);
 void godlpack_buffer_release_versioned(DLManagedTensorVersioned* self);
 void godlpack_buffer_release_legacy(DLManagedTensor* self);
 void godlpack_call_deleter(uintptr_t fn, uintptr_t self);
+void godlpack_call_deleters(const uintptr_t* fns, const uintptr_t* selfs, size_t n);
 void* godlpack_buffer_alloc(uint64_t nbytes);
 void* godlpack_block_alloc(size_t n);
 void* godlpack_kept_alloc(size_t n);
@@ -164,6 +166,14 @@ var (
 // callDeleter calls the C function pointer fn with self.
 func callDeleter(fn, self uintptr) {
 	C.godlpack_call_deleter(C.uintptr_t(fn), C.uintptr_t(self))
+}
+
+// callDeleters calls fns[i](selfs[i]) for every i in one crossing.
+func callDeleters(fns, selfs []uintptr) {
+	if len(fns) == 0 {
+		return
+	}
+	C.godlpack_call_deleters((*C.uintptr_t)(unsafe.Pointer(&fns[0])), (*C.uintptr_t)(unsafe.Pointer(&selfs[0])), C.size_t(len(fns)))
 }
 
 // cMalloc returns n bytes of C memory (8-byte aligned) for a managed

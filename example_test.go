@@ -95,6 +95,30 @@ func ExampleBorrow() {
 }
 
 // A strided view: a reversed, broadcast layout read element by element.
+func ExampleBorrowBatch() {
+	// Three tensors handed over at once (exports of Go slices here; from a
+	// C producer in practice). fs is reusable storage for the handles.
+	ps := make([]unsafe.Pointer, 3)
+	for i := range ps {
+		m, _ := dlpack.Export([]float64{float64(i), 10}, []int64{2})
+		ps[i] = unsafe.Pointer(m)
+	}
+	fs := make([]dlpack.Foreign, len(ps))
+	total := 0.0
+	err := dlpack.BorrowBatch(ps, fs, func(fs []dlpack.Foreign) error {
+		for _, f := range fs {
+			xs, err := dlpack.Slice[float64](f)
+			if err != nil {
+				return err
+			}
+			total += xs[0] + xs[1]
+		}
+		return nil
+	})
+	fmt.Println(total, err, fs[0].Closed(), dlpack.Outstanding())
+	// Output: 33 <nil> true 0
+}
+
 func ExampleViewOf() {
 	xs := []float64{0, 1, 2, 3, 4, 5}
 	m, _ := dlpack.Export(xs, []int64{3, 2}, dlpack.WithStrides(-2, 0), dlpack.WithOffset(4))

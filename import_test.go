@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/cshim"
@@ -793,4 +794,113 @@ func TestStaleCloseCannotReleaseLaterScope(t *testing.T) {
 	close(done)
 	closer.Wait()
 	assert.Zero(t, early, "scopes whose tensor was released before they returned (by a stale handle)")
+}
+
+// TestBorrowBatch: every tensor is validated and viewable inside fn, those
+// fn did not close are released when it returns (once each), handles kept
+// past fn read as closed, and our own Go exports in the batch are released
+// in Go.
+func TestBorrowBatch(t *testing.T) {
+	var cts []cshim.Tensor
+	var ps []unsafe.Pointer
+	for i := range 5 {
+		ct := cshim.Make(cpuF32([]int64{2}, f32s(float32(i), float32(10*i))))
+		cts = append(cts, ct)
+		ps = append(ps, ct.Ptr)
+	}
+	goData := []float32{7, 8, 9}
+	m, err := dlpack.Export(goData, []int64{3})
+	require.NoError(t, err)
+	ps = append(ps, unsafe.Pointer(m))
+
+	fs := make([]dlpack.Foreign, len(ps)+2) // longer than ps is fine
+	var seen []float32
+	err = dlpack.BorrowBatch(ps, fs, func(fs []dlpack.Foreign) error {
+		require.Len(t, fs, len(ps))
+		for _, f := range fs {
+			xs, err := dlpack.Slice[float32](f)
+			require.NoError(t, err)
+			seen = append(seen, xs...)
+		}
+		fs[1].Close() // an early Close releases now, and only once
+		assert.Equal(t, int64(1), cts[1].Deletes())
+		assert.Equal(t, int64(0), cts[2].Deletes(), "the others wait for fn to return")
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []float32{0, 0, 1, 10, 2, 20, 3, 30, 4, 40, 7, 8, 9}, seen)
+	for i, ct := range cts {
+		assert.Equal(t, int64(1), ct.Deletes(), "tensor %d released exactly once", i)
+	}
+	for _, f := range fs[:len(ps)] {
+		assert.True(t, f.Closed(), "handles kept past fn read as closed")
+	}
+	requireNoOutstanding(t)
+
+	// fn's error comes back; a panic in fn still releases everything.
+	sentinel := errors.New("consumer failed")
+	a, b := cshim.Make(cpuF32([]int64{1}, f32s(1))), cshim.Make(cpuF32([]int64{1}, f32s(2)))
+	err = dlpack.BorrowBatch([]unsafe.Pointer{a.Ptr, b.Ptr}, fs, func([]dlpack.Foreign) error { return sentinel })
+	assert.ErrorIs(t, err, sentinel)
+	c := cshim.Make(cpuF32([]int64{1}, f32s(3)))
+	assert.Panics(t, func() {
+		_ = dlpack.BorrowBatch([]unsafe.Pointer{c.Ptr}, fs, func([]dlpack.Foreign) error { panic("boom") })
+	})
+	for _, ct := range []cshim.Tensor{a, b, c} {
+		assert.Equal(t, int64(1), ct.Deletes())
+	}
+
+	// Too few handles: a programming error, refused before taking anything.
+	d := cshim.Make(cpuF32([]int64{1}, f32s(4)))
+	assert.Panics(t, func() {
+		_ = dlpack.BorrowBatch([]unsafe.Pointer{d.Ptr}, nil, func([]dlpack.Foreign) error { return nil })
+	})
+	assert.Equal(t, int64(0), d.Deletes(), "still the caller's")
+	require.NoError(t, dlpack.BorrowBatch([]unsafe.Pointer{d.Ptr}, fs, func([]dlpack.Foreign) error { return nil }))
+	assert.Equal(t, int64(1), d.Deletes())
+
+	// Legacy tensors.
+	l := cpuF32([]int64{2}, f32s(5, 6))
+	l.Legacy = true
+	lt := cshim.Make(l)
+	err = dlpack.BorrowBatchLegacy([]unsafe.Pointer{lt.Ptr}, fs, func(fs []dlpack.Foreign) error {
+		xs, err := dlpack.ReadOnlySlice[float32](fs[0])
+		assert.Equal(t, []float32{5, 6}, xs)
+		return err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), lt.Deletes())
+}
+
+// TestBorrowBatchRejects: one bad tensor fails the batch before fn runs;
+// every tensor, before and after it, is released exactly once, and the
+// error names its index and field.
+func TestBorrowBatchRejects(t *testing.T) {
+	good1 := cshim.Make(cpuF32([]int64{1}, f32s(1)))
+	bad := cpuF32([]int64{1}, f32s(2))
+	bad.Code = 99
+	badT := cshim.Make(bad)
+	good2 := cshim.Make(cpuF32([]int64{1}, f32s(3)))
+	m, err := dlpack.Export([]float32{4}, []int64{1}) // ours, after the bad one
+	require.NoError(t, err)
+	fs := make([]dlpack.Foreign, 4)
+	called := false
+	err = dlpack.BorrowBatch([]unsafe.Pointer{good1.Ptr, badT.Ptr, good2.Ptr, unsafe.Pointer(m)}, fs,
+		func([]dlpack.Foreign) error { called = true; return nil })
+	require.ErrorIs(t, err, dlpack.ErrDataType)
+	var fe *dlpack.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "ps[1].dl_tensor.dtype.code", fe.Field)
+	assert.False(t, called)
+	for _, ct := range []cshim.Tensor{good1, badT, good2} {
+		assert.Equal(t, int64(1), ct.Deletes())
+	}
+	requireNoOutstanding(t)
+	assert.True(t, fs[0].Closed())
+
+	// A nil entry is a bad tensor too; the others are released.
+	g := cshim.Make(cpuF32([]int64{1}, f32s(5)))
+	err = dlpack.BorrowBatch([]unsafe.Pointer{nil, g.Ptr}, fs, func([]dlpack.Foreign) error { return nil })
+	require.ErrorIs(t, err, dlpack.ErrNilPointer)
+	assert.Equal(t, int64(1), g.Deletes())
 }

@@ -29,6 +29,7 @@ func handleValue(h uintptr) any { return nil }
 func deleteHandle(h uintptr)    {}
 
 func callDeleter(fn, self uintptr)              {}
+func callDeleters(fns, selfs []uintptr)         {}
 func cMalloc(n uintptr) unsafe.Pointer          { return nil }
 func cFree(p unsafe.Pointer)                    {}
 func cKeptAlloc(n uintptr) unsafe.Pointer       { return nil }

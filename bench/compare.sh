@@ -16,7 +16,7 @@ fi
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
-gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo)$' -count "$COUNT" .)
+gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo)$' -count "$COUNT" .)
 numpy_ns=$(.venv-bench/bin/python bench/numpy_roundtrip.py)
 dlpark_ns=$(bench/dlpark/target/release/dlpark-roundtrip)
 
@@ -31,6 +31,7 @@ echo "| path | what one op is | ns/op (median) | × C floor |"
 echo "|---|---|---|---|"
 row "C floor" "C produces, consumes and frees a 32×32 float32 tensor (our header, no Go)" "$floor"
 row "Go: Borrow (scoped import)" "C produces; Go validates, views as []float32, releases" "$(median BorrowSlice)"
+row "Go: BorrowBatch, 64 per call" "C produces 64 per call; Go validates and views each, releases all in one call (per tensor)" "$(median BorrowBatch)"
 row "Go: Import + Close (owned)" "as above with the owned import and its cleanup safety net" "$(median ImportClose)"
 row "Go: ImportLegacy + Close" "the same for a legacy tensor with NULL strides" "$(median ImportCloseLegacy)"
 row "Go: Export + C release" "Go lends a slice; C reads the header and calls the deleter" "$(median ExportRelease)"

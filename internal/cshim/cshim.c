@@ -264,6 +264,13 @@ DLManagedTensorVersioned* cshim_bench_make(void) {
 	return &b->m;
 }
 
+// A producer that hands over n tensors in one call.
+void cshim_bench_make_batch(void** out, int n) {
+	for (int i = 0; i < n; i++) {
+		out[i] = cshim_bench_make();
+	}
+}
+
 // A consumer that reads the header (as any would) and releases.
 int64_t cshim_bench_consume(DLManagedTensorVersioned* m) {
 	int64_t n = m->dl_tensor.shape[0];

@@ -193,6 +193,10 @@ func BenchConsume(p unsafe.Pointer) int64 {
 	return int64(C.cshim_bench_consume((*C.DLManagedTensorVersioned)(p)))
 }
 
+// BenchMakeBatch has the benchmark producer make n tensors into the C
+// array ptrs (from CPointers) in one call.
+func BenchMakeBatch(ptrs *unsafe.Pointer, n int) { C.cshim_bench_make_batch(ptrs, C.int(n)) }
+
 // BenchCFloor runs n produce -> consume -> release cycles in C alone.
 func BenchCFloor(n int) int64 { return int64(C.cshim_bench_c_floor(C.int64_t(n))) }
 

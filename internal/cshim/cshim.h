@@ -49,6 +49,7 @@ size_t cshim_layout(cshim_field* out, size_t cap);
 void* cshim_fake_block(size_t n);
 void cshim_poison_free(size_t n);
 DLManagedTensorVersioned* cshim_bench_make(void);
+void cshim_bench_make_batch(void** out, int n);
 int64_t cshim_bench_consume(DLManagedTensorVersioned* m);
 int64_t cshim_bench_c_floor(int64_t n);
 int cshim_stress_start(int nproducers, int per_producer, int nconsumers);
