@@ -17,7 +17,7 @@ import (
 
 // TestStressGoroutinesAndForeignThreads runs, all at once: C pthreads
 // (created in C) producing tensors for Go; goroutines importing them
-// (owned, scoped, or dropped for the cleanup), handing owners to other
+// (owned, scoped one by one or in batches, or dropped for the cleanup), handing owners to other
 // goroutines and closing them concurrently with the importer; goroutines
 // exporting Go slices and Buffers to C pthreads that read and release them
 // (each thread exits right after its last release); and Go -> Go round
@@ -77,6 +77,33 @@ func TestStressGoroutinesAndForeignThreads(t *testing.T) {
 					f.Close()
 					imported.Add(1)
 				case 1:
+					if n%2 == 0 { // a batch: p and up to two more
+						ps := []unsafe.Pointer{p}
+						for len(ps) < 3 {
+							q := cshim.StressTake()
+							if q == nil {
+								break
+							}
+							ps = append(ps, q)
+						}
+						fs := make([]dlpack.Foreign, len(ps))
+						err := dlpack.BorrowBatch(ps, fs, func(fs []dlpack.Foreign) error {
+							if len(fs) > 1 {
+								fs[1].Close() // early, racing nothing but the batch's end
+							}
+							xs, err := dlpack.ReadOnlySlice[float32](fs[0])
+							if err == nil && xs[1] != 2 {
+								t.Errorf("batch read %v", xs)
+							}
+							return err
+						})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						borrowed.Add(int64(len(ps)))
+						break
+					}
 					err := dlpack.Borrow(p, func(f dlpack.Foreign) error {
 						v, err := dlpack.ViewOf[float32](f)
 						if err == nil {
