@@ -59,8 +59,9 @@ const keptBlockSize = unsafe.Sizeof(prefix{}) + unsafe.Sizeof(ManagedTensorVersi
 
 // maxFreeRecords bounds the records kept for reuse, per shard: a
 // high-water mark of exports outstanding at once (a record is ~100 bytes
-// plus its handle-table entry). Beyond it a released record's handle is
-// deleted and the record left to the GC.
+// plus its handle-table entry, and keeps its 232-byte C block). Beyond it
+// a released record's handle is deleted, its block freed and the record
+// left to the GC.
 const maxFreeRecords = 4096
 
 // The free list is sharded so that exports on different cores do not
