@@ -467,3 +467,26 @@ func TestExportIntoGarbageBlocks(t *testing.T) {
 	gc.Wait()
 	requireNoOutstanding(t)
 }
+
+// TestExportBurstBeyondFreeList: more exports outstanding at once than a
+// shard keeps records for. When they are released, the surplus records
+// are dropped and their C blocks freed; nothing leaks and the kept blocks
+// stay bounded.
+func TestExportBurstBeyondFreeList(t *testing.T) {
+	const n = 16*4096 + 1000 // above the 4,096 records each of the 16 shards keeps
+	xs := make([]float32, 4)
+	ms := make([]unsafe.Pointer, 0, n)
+	before := dlpack.ReadStats()
+	for range n {
+		m, err := dlpack.Export(xs, []int64{2, 2})
+		require.NoError(t, err)
+		ms = append(ms, unsafe.Pointer(m))
+	}
+	assert.Equal(t, before.CBlocks+n, dlpack.ReadStats().CBlocks)
+	cshim.ReleaseOnThreads(ms, 4, false)
+	after := dlpack.ReadStats()
+	requireNoOutstanding(t)
+	assert.Equal(t, before.CBlocks, after.CBlocks)
+	assert.LessOrEqual(t, after.KeptBlocks, int64(16*4096+16), "surplus blocks were freed")
+	assert.Greater(t, after.KeptBlocks, int64(0))
+}
