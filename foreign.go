@@ -158,7 +158,7 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 		s.recycle()
 		return Foreign{}, err
 	}
-	gen := uint32(s.st.Load() >> 2)
+	gen := s.gen()
 	o := new(owner)
 	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
 	return Foreign{s: s, own: o, gen: gen}, nil
@@ -200,7 +200,7 @@ func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []Import
 		return err
 	}
 	defer s.endScope()
-	return fn(Foreign{s: s, gen: uint32(s.st.Load() >> 2)})
+	return fn(Foreign{s: s, gen: s.gen()})
 }
 
 // BorrowBatch is Borrow for many tensors at once: it takes over every
@@ -232,8 +232,7 @@ func BorrowBatchLegacy(ps []unsafe.Pointer, fs []Foreign, fn func([]Foreign) err
 // import states for reuse by its next batch: taking 64 states from
 // statePool and putting them back costs more than validating them.
 type batch struct {
-	states     []*foreignState // in use by the current batch
-	kept       []*foreignState // this batch's states, reused from batch to batch
+	states     []*foreignState // the first n serve a batch of n tensors
 	fns, selfs []uintptr
 }
 
@@ -244,49 +243,43 @@ func borrowBatch(ps []unsafe.Pointer, fs []Foreign, legacy bool, fn func([]Forei
 		panic("dlpack: BorrowBatch needs len(fs) >= len(ps), got " + strconv.Itoa(len(fs)) + " < " + strconv.Itoa(len(ps)))
 	}
 	b := batchPool.Get().(*batch)
+	for len(b.states) < len(ps) {
+		b.states = append(b.states, newState())
+	}
 	for i, p := range ps {
-		if i == len(b.kept) {
-			b.kept = append(b.kept, newState())
-		}
-		s := b.kept[i]
+		s := b.states[i]
 		if err := s.load(p, legacy, opts); err != nil {
-			s.goBase, s.goBlock, s.goRec = nil, nil, nil
-			b.end()
+			s.dropRefs()
+			b.end(i)
 			releaseUnread(ps[i+1:], legacy)
 			return prefixed(err, "ps["+strconv.Itoa(i)+"].")
 		}
-		b.states = append(b.states, s)
-		fs[i] = Foreign{s: s, gen: uint32(s.st.Load() >> 2)}
+		fs[i] = Foreign{s: s, gen: s.gen()}
 	}
-	defer b.end()
+	defer b.end(len(ps))
 	return fn(fs[:len(ps)])
 }
 
-// end ends the scope of every tensor of the batch: what fn did not close
-// is released, C deleters all in one call; then the states and the batch
-// go back to their pools.
-func (b *batch) end() {
-	for _, s := range b.states {
-		w := s.st.Load() &^ (stOpen | stReleasing)
-		if s.st.CompareAndSwap(w|stOpen, nextGen(w)) {
-			if s.goBlock != nil {
-				releaseGoBlock(s.goBlock, s.goRec)
-			} else {
-				b.fns = append(b.fns, s.deleter)
-				b.selfs = append(b.selfs, s.self)
-			}
+// end ends the scope of the batch's first n tensors: what fn did not
+// close is released, C deleters all in one call; then the batch goes back
+// to its pool.
+func (b *batch) end(n int) {
+	for _, s := range b.states[:n] {
+		if !s.endClaim() {
 			continue
 		}
-		for s.st.Load() != w { // closed early; wait for a Close in flight
-			runtime.Gosched()
+		if s.goBlock != nil {
+			releaseGoBlock(s.goBlock, s.goRec)
+		} else {
+			b.fns = append(b.fns, s.deleter)
+			b.selfs = append(b.selfs, s.self)
 		}
-		s.st.Store(nextGen(w))
 	}
 	callDeleters(b.fns, b.selfs)
-	for _, s := range b.states {
-		s.goBase, s.goBlock, s.goRec = nil, nil, nil
+	for _, s := range b.states[:n] {
+		s.dropRefs()
 	}
-	b.states, b.fns, b.selfs = b.states[:0], b.fns[:0], b.selfs[:0]
+	b.fns, b.selfs = b.fns[:0], b.selfs[:0]
 	batchPool.Put(b)
 }
 
@@ -316,21 +309,31 @@ const (
 // endScope releases a scoped tensor not closed by fn, invalidates every
 // handle to it and returns the state to the pool.
 func (s *foreignState) endScope() {
-	w := s.st.Load() &^ (stOpen | stReleasing)
-	// Moving st to the next generation (32 bits, as in Foreign) makes
-	// every handle to this scope read as closed.
-	if s.st.CompareAndSwap(w|stOpen, nextGen(w)) {
+	if s.endClaim() {
 		s.releaseClaimed(false)
-	} else {
-		// fn closed it, or a Close is in flight on another goroutine:
-		// wait for it before the state can be reused.
-		for s.st.Load() != w {
-			runtime.Gosched()
-		}
-		s.st.Store(nextGen(w))
 	}
 	s.recycle()
 }
+
+// endClaim ends a scope: it moves the state to its next generation (32
+// bits, as in Foreign), so that every handle to the scope reads as closed,
+// and reports whether the caller must release the tensor, which it must
+// unless fn closed it. A Close in flight on another goroutine is waited
+// for, so that the state can be reused.
+func (s *foreignState) endClaim() bool {
+	w := uint64(s.gen()) << 2
+	if s.st.CompareAndSwap(w|stOpen, nextGen(w)) {
+		return true
+	}
+	for s.st.Load() != w {
+		runtime.Gosched()
+	}
+	s.st.Store(nextGen(w))
+	return false
+}
+
+// gen returns the generation the state's word is at.
+func (s *foreignState) gen() uint32 { return uint32(s.st.Load() >> 2) }
 
 // nextGen returns the state word of the generation after w's, open.
 func nextGen(w uint64) uint64 { return uint64(uint32(w>>2)+1)<<2 | stOpen }
@@ -339,9 +342,13 @@ func nextGen(w uint64) uint64 { return uint64(uint32(w>>2)+1)<<2 | stOpen }
 // handle has, to the pool. The next load overwrites every field; only
 // references out of the state are dropped.
 func (s *foreignState) recycle() {
-	s.goBase, s.goBlock, s.goRec = nil, nil, nil
+	s.dropRefs()
 	statePool.Put(s)
 }
+
+// dropRefs drops the state's references out of itself (to an export of
+// ours that came back), so that an idle state keeps nothing alive.
+func (s *foreignState) dropRefs() { s.goBase, s.goBlock, s.goRec = nil, nil, nil }
 
 // claim claims the release of an owned import of generation gen, and
 // moves the state to its next generation: every handle to it reads as
