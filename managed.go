@@ -426,13 +426,17 @@ func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, dat
 		t.Shape, t.Strides = &dims[0], &dims[n]
 	}
 	if legacy {
-		h := ManagedTensor{DLTensor: t, ManagerCtx: ctx, Deleter: deleter}
-		*(*[unsafe.Sizeof(h) / 8]uint64)(m) = *(*[unsafe.Sizeof(h) / 8]uint64)(unsafe.Pointer(&h))
+		storeWords(m, &ManagedTensor{DLTensor: t, ManagerCtx: ctx, Deleter: deleter})
 	} else {
-		h := ManagedTensorVersioned{Version: CurrentVersion, ManagerCtx: ctx, Deleter: deleter, Flags: p.flags, DLTensor: t}
-		*(*[unsafe.Sizeof(h) / 8]uint64)(m) = *(*[unsafe.Sizeof(h) / 8]uint64)(unsafe.Pointer(&h))
+		storeWords(m, &ManagedTensorVersioned{Version: CurrentVersion, ManagerCtx: ctx, Deleter: deleter, Flags: p.flags, DLTensor: t})
 	}
 	return m
+}
+
+// storeWords copies *v to dst as plain 64-bit words: no write barrier.
+func storeWords[T ManagedTensor | ManagedTensorVersioned](dst unsafe.Pointer, v *T) {
+	n := unsafe.Sizeof(*v) / 8
+	copy(unsafe.Slice((*uint64)(dst), n), unsafe.Slice((*uint64)(unsafe.Pointer(v)), n))
 }
 
 // exportGo lends n elements of Go memory at base (elemSize bytes each) to C.
@@ -544,15 +548,17 @@ func NewBuffer[T Element](shape ...int64) (*Buffer[T], error) {
 	if !cgoEnabled {
 		return nil, ErrCgoRequired
 	}
-	if len(shape) > MaxNDim {
-		return nil, fieldErr(ErrNDim, "ndim", len(shape), "must be 0.."+strconv.Itoa(MaxNDim))
+	if err := checkNDim(shape); err != nil {
+		return nil, err
 	}
-	l, err := checkGeometry(shape, nil, nil, "")
+	n := len(shape)
+	dims := make([]int64, 2*n)
+	e, err := checkDims(shape, nil, dims[:n:n], dims[n:], "")
 	if err != nil {
 		return nil, err
 	}
 	var z T
-	nbytes, ok := mulCheck(l.numel, int64(unsafe.Sizeof(z)))
+	nbytes, ok := mulCheck(e.numel, int64(unsafe.Sizeof(z)))
 	if !ok || uint64(nbytes) > uint64(^uintptr(0)>>1)-2*bufferAlign {
 		return nil, fieldErr(ErrOverflow, "shape", clone(shape), "buffer size overflows")
 	}
@@ -560,9 +566,9 @@ func NewBuffer[T Element](shape ...int64) (*Buffer[T], error) {
 	if ctl == nil {
 		return nil, fieldErr(ErrNoMemory, "shape", clone(shape), strconv.FormatInt(nbytes, 10)+" bytes")
 	}
-	b := &Buffer[T]{ctl: ctl, shape: l.shape}
-	if l.numel > 0 {
-		b.data = unsafe.Slice((*T)(unsafe.Add(ctl, bufferDataOffset)), l.numel)
+	b := &Buffer[T]{ctl: ctl, shape: dims[:n:n]}
+	if e.numel > 0 {
+		b.data = unsafe.Slice((*T)(unsafe.Add(ctl, bufferDataOffset)), e.numel)
 	}
 	return b, nil
 }

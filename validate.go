@@ -67,29 +67,12 @@ func addCheck(a, b int64) (int64, bool) {
 	return c, true
 }
 
-// checkGeometry validates shape and strides (strides may be nil: compact
-// row-major) and computes the layout. buf is storage for the copies; it is
-// used when it has room for 2*len(shape) entries, else a slice is allocated.
-// The prefix names the fields in errors ("dl_tensor." or "").
-//
-// It returns the layout by value on purpose: the result may point into a
-// caller's stack array, which escape analysis keeps on the stack only when
-// the slices flow to a result, not through a pointer parameter.
-func checkGeometry(shape, strides []int64, buf []int64, prefix string) (layout, error) {
-	n := len(shape)
-	if cap(buf) < 2*n {
-		buf = make([]int64, 2*n)
-	}
-	l := layout{ndim: n, shape: buf[:n:n], strides: buf[n : 2*n : 2*n]}
-	var err error
-	l.extent, err = checkDims(shape, strides, l.shape, l.strides, prefix)
-	return l, err
-}
-
-// checkDims is checkGeometry writing the copies of shape and strides to
-// outShape and outStrides (len(shape) entries each). It returns only
-// pointer-free results, so that callers filling a heap object (an import's
-// state) pay no write barriers for it.
+// checkDims validates shape and strides (strides may be nil: compact
+// row-major), writes their copies to outShape and outStrides (len(shape)
+// entries each; the strides filled in when nil) and computes the extent.
+// The prefix names the fields in errors ("dl_tensor." or ""). It returns
+// only pointer-free results, so that callers filling a heap object (an
+// import's state) pay no write barriers for it.
 func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (extent, error) {
 	n := len(shape)
 	outShape, outStrides = outShape[:n], outStrides[:n]
