@@ -443,28 +443,14 @@ func TestExportIntoGarbageBlocks(t *testing.T) {
 		}
 	}
 	defer runtime.KeepAlive(heap)
-	stop := make(chan struct{})
-	var gc sync.WaitGroup
-	gc.Add(1)
-	go func() {
-		defer gc.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
-		}
-	}()
+	stopGC := collectBackToBack()
 	for range 20000 {
 		cshim.PoisonFree(block9)
 		m, err := dlpack.Export(xs, shape9)
 		require.NoError(t, err)
 		cshim.ReleaseVersioned(unsafe.Pointer(m))
 	}
-	close(stop)
-	gc.Wait()
+	stopGC()
 	requireNoOutstanding(t)
 }
 

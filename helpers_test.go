@@ -5,6 +5,7 @@ package dlpack_test
 import (
 	"encoding/binary"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/godlpack/dlpack/internal/cshim"
@@ -45,3 +46,21 @@ func rowMajor(shape []int64) []int64 {
 }
 
 func ptrAdd(p unsafe.Pointer, n int) unsafe.Pointer { return unsafe.Add(p, n) }
+
+// collectBackToBack runs runtime.GC back to back on another goroutine
+// until the returned stop is called; stop waits for it to finish.
+func collectBackToBack() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}

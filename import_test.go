@@ -711,19 +711,7 @@ func TestCloseRacesCleanup(t *testing.T) {
 		} // odd ones are dropped here
 	}
 	close(owners)
-	stop := make(chan struct{})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
-		}
-	}()
+	stopGC := collectBackToBack()
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)
@@ -737,8 +725,7 @@ func TestCloseRacesCleanup(t *testing.T) {
 	}
 	wg.Wait()
 	require.True(t, waitFor(func() bool { return dlpack.ReadStats().LeakedImports-before == n/2 }))
-	close(stop)
-	<-gcDone
+	stopGC()
 	for i, ct := range cts {
 		require.Equal(t, int64(1), ct.Deletes(), "tensor %d", i)
 	}
