@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare onnx onnx-lib onnx-example
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark onnx
 	@echo "== all checks passed"
 
 fmt-check:
@@ -99,6 +99,35 @@ python: python-lib $(VENV)/.installed $(VENV20)/.installed
 
 python-example: python-lib $(VENV)/.installed
 	$(PYRUN) examples/python/demo.py
+
+# ONNX Runtime (package dlonnx, examples/onnx): the onnxruntime wheel pinned
+# in examples/python/requirements.txt ships libonnxruntime.so, which the Go
+# tests load ($$ONNXRUNTIME_LIB); the onnx package writes the test models
+# ($$DLONNX_MODELS). Plain go test skips what needs them.
+ORT_LIB := $(VENV)/bin/python -c 'import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so.*")))[0])'
+ONNX_ENV = ONNXRUNTIME_LIB="$$($(ORT_LIB))" DLONNX_MODELS=$(CURDIR)/.build/onnx
+GOORT_RUN = GOORT_LIB=$(CURDIR)/.build/libgoort.so PYTHONPATH=$(CURDIR)/examples/onnx $(VENV)/bin/python
+
+onnx-lib:
+	$(GO) build -buildmode=c-shared -o .build/libgoort.so ./examples/onnx/libgoort
+
+onnx: onnx-lib $(VENV)/.installed
+	@echo "== ONNX Runtime bridge (dlonnx) on the onnxruntime wheel's library: plain, race, cgocheck2, checkfinalizers, asan"
+	$(ORT_LIB)
+	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
+	$(ONNX_ENV) $(GO) test -count=1 ./dlonnx
+	$(ONNX_ENV) $(GO) test -count=1 -race ./dlonnx
+	$(ONNX_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlonnx
+	$(ONNX_ENV) $(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' ./dlonnx 2>&1 | grep -v '^checkfinalizers: queue:'
+	$(ONNX_ENV) $(GO) test -count=1 -asan ./dlonnx
+	$(ONNX_ENV) $(GO) test -count=1 -run '^$$' -bench . -benchtime 2x ./dlonnx
+	@echo "== ONNX Runtime from Go inside Python, side by side with onnxruntime's Python API"
+	$(GOORT_RUN) -m pytest -q -p no:cacheprovider examples/onnx/tests
+	@out="$$($(GOORT_RUN) examples/onnx/demo.py)"; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the ONNX example did not end with nothing outstanding"; exit 1; }
+
+onnx-example: onnx-lib $(VENV)/.installed
+	$(GOORT_RUN) examples/onnx/demo.py
 
 # The Rust dlpark crate as a peer: a C-ABI static library built by cargo
 # (crates.io), linked into the Go tests of internal/dlparkpeer (tag dlpark).

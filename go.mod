@@ -11,5 +11,6 @@ require (
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/yalue/onnxruntime_go v1.27.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -1,0 +1,24 @@
+//go:build !cgo
+
+package dlonnx_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlonnx"
+)
+
+func TestWithoutCgo(t *testing.T) {
+	a := dlpack.NewArray([]float32{1, 2}, 2)
+	if _, err := dlonnx.NewTensor(a); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("NewTensor: %v, want ErrCgoRequired", err)
+	}
+	if _, err := dlonnx.CopyTensor(a); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("CopyTensor: %v, want ErrCgoRequired", err)
+	}
+	if _, err := dlonnx.NewOutput(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("NewOutput: %v, want ErrCgoRequired", err)
+	}
+}

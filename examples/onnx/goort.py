@@ -1,0 +1,120 @@
+"""ONNX Runtime run from Go on NumPy (or any DLPack) tensors, through
+libgoort (a C shared library built from Go, packages dlonnx and
+pycapsule). Inputs go to Go by DLPack and are shared with ONNX Runtime;
+the output comes back by DLPack, in the memory ONNX Runtime wrote."""
+import ctypes
+import glob
+import os
+
+import onnxruntime
+
+_lib = ctypes.PyDLL(os.environ.get("GOORT_LIB", os.path.join(os.path.dirname(__file__), "libgoort.so")))
+_lib.goort_init.restype = ctypes.c_int
+_lib.goort_init.argtypes = [ctypes.c_char_p]
+_lib.goort_open.restype = ctypes.c_int64
+_lib.goort_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
+_lib.goort_close.argtypes = [ctypes.c_int64]
+_lib.goort_run.restype = ctypes.py_object  # a new reference, or NULL with an exception set
+_lib.goort_run.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p,
+                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+_lib.goort_input_addr.restype = ctypes.c_size_t
+_lib.goort_input_addr.argtypes = [ctypes.c_int]
+_lib.goort_input_copied.restype = ctypes.c_int
+_lib.goort_input_copied.argtypes = [ctypes.c_int]
+_lib.goort_output_addr.restype = ctypes.c_size_t
+_lib.goort_outstanding.restype = ctypes.c_int64
+_lib.goort_go_heap.restype = ctypes.c_int64
+
+
+def ort_library():
+    """The libonnxruntime.so that the onnxruntime wheel ships."""
+    found = glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so.*"))
+    if not found:
+        raise ImportError("the onnxruntime wheel has no libonnxruntime.so.* in onnxruntime/capi")
+    return sorted(found)[0]
+
+
+_rc = _lib.goort_init(ort_library().encode())
+if _rc == -2:
+    raise ImportError("libgoort: CPython C API not found in this process")
+
+KDLCPU = 1
+
+
+class Output:
+    """The output of one run: a DLPack producer (numpy.from_dlpack takes
+    it once) over the memory ONNX Runtime wrote."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack_device__(self):
+        return (KDLCPU, 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if stream is not None and stream != -1:
+            raise BufferError("goort: CPU tensors take stream=None")
+        if dl_device is not None and tuple(dl_device) != (KDLCPU, 0):
+            raise BufferError(f"goort: unsupported device requested: {dl_device}")
+        if copy:
+            raise BufferError("goort: the output is handed over as it is (copy=True refused)")
+        if max_version is None or max_version[0] < 1:
+            raise BufferError("goort: the output is a versioned (DLPack 1.x) tensor")
+        capsule, self._capsule = self._capsule, None
+        if capsule is None:
+            raise BufferError("goort: the output was already taken")
+        return capsule
+
+
+class Session:
+    """A model run by ONNX Runtime from Go: Session(path, ["X", "W"], "Y")."""
+
+    def __init__(self, path, inputs, output):
+        self._id = _lib.goort_open(str(path).encode(), ",".join(inputs).encode(), output.encode())
+
+    def close(self):
+        if self._id:
+            _lib.goort_close(self._id)
+            self._id = 0
+
+    def __del__(self):
+        self.close()
+
+    def run(self, *inputs, dtype, shape):
+        """Hands each input to Go by DLPack (versioned), runs the model and
+        returns its output (of the given dtype name and shape) as a DLPack
+        producer."""
+        capsules = []
+        for x in inputs:
+            try:
+                capsules.append(x.__dlpack__(max_version=(1, 3)))
+            except TypeError:
+                capsules.append(x.__dlpack__())
+        ptrs = (ctypes.c_size_t * len(capsules))(*[id(c) for c in capsules])
+        sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        return Output(_lib.goort_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape)))
+
+
+def input_address(i):
+    """The address of input i's memory as ONNX Runtime had it in the last run."""
+    return _lib.goort_input_addr(i)
+
+
+def input_copied(i):
+    """Whether input i of the last run was copied (strided or read-only)."""
+    return bool(_lib.goort_input_copied(i))
+
+
+def output_address():
+    """The address of the memory ONNX Runtime wrote the last output into."""
+    return _lib.goort_output_addr()
+
+
+def outstanding():
+    """Go exports not yet released by their consumers."""
+    return _lib.goort_outstanding()
+
+
+def go_heap():
+    """The Go heap in use in bytes, after a GC."""
+    return _lib.goort_go_heap()

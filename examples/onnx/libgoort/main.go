@@ -1,0 +1,234 @@
+// Command libgoort is a C shared library that runs ONNX Runtime from Go
+// on tensors Python hands over by DLPack, and hands the results back the
+// same way, through packages dlonnx and pycapsule:
+//
+//	go build -buildmode=c-shared -o libgoort.so ./examples/onnx/libgoort
+//
+// goort.py loads it with ctypes.PyDLL (every call holds the GIL). Inputs
+// are shared with ONNX Runtime when they are compact and writable, else
+// copied (dlonnx.CopyTensor); outputs are written by ONNX Runtime into
+// memory that the consumer then reads without a copy.
+package main
+
+// #include <stdint.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlonnx"
+	"github.com/godlpack/dlpack/pycapsule"
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+var (
+	mu       sync.Mutex
+	sessions = map[int64]*ort.DynamicAdvancedSession{}
+	nextID   int64
+	// What the last run saw, for the zero-copy checks: the address of
+	// each input's memory as ONNX Runtime has it, whether it was copied,
+	// and the address of the output's memory.
+	lastInputs []uintptr
+	lastCopied []bool
+	lastOutput uintptr
+)
+
+func fail(bufferError bool, err error) {
+	pycapsule.SetError(bufferError, "goort: "+err.Error())
+}
+
+// goort_init finds the CPython functions and loads ONNX Runtime from
+// lib. Returns 0, or -1 with a Python exception set (or, when CPython
+// itself was not found, -2 and none).
+//
+//export goort_init
+func goort_init(lib *C.char) C.int {
+	if pycapsule.Init() != nil {
+		return -2
+	}
+	if ort.IsInitialized() {
+		return 0
+	}
+	ort.SetSharedLibraryPath(C.GoString(lib))
+	if err := ort.InitializeEnvironment(); err != nil {
+		fail(false, err)
+		return -1
+	}
+	return 0
+}
+
+// goort_open opens a model whose inputs are named in the comma-separated
+// list inputs and whose single output is named output. Returns the
+// session's id, or -1 with a Python exception set.
+//
+//export goort_open
+func goort_open(model, inputs, output *C.char) C.int64_t {
+	// From the model's bytes: onnxruntime_go v1.27.0 leaks the C copy of
+	// a path it opens.
+	data, err := os.ReadFile(C.GoString(model))
+	if err != nil {
+		fail(false, err)
+		return -1
+	}
+	s, err := ort.NewDynamicAdvancedSessionWithONNXData(data, strings.Split(C.GoString(inputs), ","),
+		[]string{C.GoString(output)}, nil)
+	if err != nil {
+		fail(false, err)
+		return -1
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	nextID++
+	sessions[nextID] = s
+	return C.int64_t(nextID)
+}
+
+//export goort_close
+func goort_close(id C.int64_t) {
+	mu.Lock()
+	s := sessions[int64(id)]
+	delete(sessions, int64(id))
+	mu.Unlock()
+	if s != nil {
+		s.Destroy()
+	}
+}
+
+// goort_run consumes n DLPack capsules (borrowed references to unconsumed
+// capsules, one per input), runs the session, and returns a new versioned
+// DLPack capsule of the output, of data type dtype ("float32") and the
+// given shape; or 0 with a Python exception set. Each input tensor is
+// released when the run is over, the output when its consumer lets go.
+//
+//export goort_run
+func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int) C.uintptr_t {
+	mu.Lock()
+	s := sessions[int64(id)]
+	mu.Unlock()
+	if s == nil {
+		fail(false, errors.New("no such session"))
+		return 0
+	}
+	dt, err := dlpack.ParseDataType(C.GoString(dtype))
+	if err != nil {
+		fail(false, err)
+		return 0
+	}
+	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
+	inputs := make([]ort.Value, 0, len(capsules))
+	defer func() {
+		for _, v := range inputs {
+			v.Destroy()
+		}
+	}()
+	lastInputs, lastCopied = lastInputs[:0], lastCopied[:0]
+	for i, c := range capsules {
+		t, err := consume(c)
+		if err != nil {
+			fail(true, fmt.Errorf("input %d: %w", i, err))
+			// The capsules after this one stay unconsumed: Python
+			// releases them.
+			return 0
+		}
+		inputs = append(inputs, t)
+		lastInputs = append(lastInputs, dataAddr(t))
+		lastCopied = append(lastCopied, t.Copied())
+	}
+	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
+	if err != nil {
+		fail(false, err)
+		return 0
+	}
+	defer out.Destroy() // the capsule's consumer holds its own share
+	if err := s.Run(inputs, []ort.Value{out}); err != nil {
+		fail(false, err)
+		return 0
+	}
+	lastOutput = dataAddr(out)
+	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
+	if err != nil {
+		fail(true, err)
+		return 0
+	}
+	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
+	if capsule == 0 { // Python set the error; the tensor is still ours
+		m.Release()
+	}
+	return C.uintptr_t(capsule)
+}
+
+// consume takes the tensor out of a capsule and makes the ONNX Runtime
+// tensor over it: shared when it can be, else an explicit copy. The
+// Foreign is closed at once: the Tensor holds its own reference.
+func consume(capsule uintptr) (*dlonnx.Tensor, error) {
+	p, versioned, err := pycapsule.Consume(capsule)
+	if err != nil {
+		return nil, err
+	}
+	var f dlpack.Foreign
+	if versioned {
+		f, err = dlpack.Import(p)
+	} else {
+		f, err = dlpack.ImportLegacy(p, dlpack.AssumeWritable())
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := dlonnx.NewTensor(f)
+	if errors.Is(err, dlpack.ErrReadOnly) || errors.Is(err, dlpack.ErrLayout) {
+		t, err = dlonnx.CopyTensor(f)
+	}
+	return t, err
+}
+
+func dataAddr(t *dlonnx.Tensor) uintptr {
+	if b := t.GetData(); len(b) > 0 {
+		return uintptr(unsafe.Pointer(&b[0]))
+	}
+	return 0
+}
+
+//export goort_input_addr
+func goort_input_addr(i C.int) C.uintptr_t {
+	if int(i) >= len(lastInputs) {
+		return 0
+	}
+	return C.uintptr_t(lastInputs[i])
+}
+
+//export goort_input_copied
+func goort_input_copied(i C.int) C.int {
+	if int(i) < len(lastCopied) && lastCopied[i] {
+		return 1
+	}
+	return 0
+}
+
+//export goort_output_addr
+func goort_output_addr() C.uintptr_t { return C.uintptr_t(lastOutput) }
+
+// goort_outstanding returns the DLPack exports of this process not yet
+// released by their consumers.
+//
+//export goort_outstanding
+func goort_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
+
+// goort_go_heap returns the Go heap in use in bytes, after a collection.
+//
+//export goort_go_heap
+func goort_go_heap() C.int64_t {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return C.int64_t(ms.HeapAlloc)
+}
+
+func main() {}
