@@ -16,7 +16,8 @@ _lib.goort_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
 _lib.goort_close.argtypes = [ctypes.c_int64]
 _lib.goort_run.restype = ctypes.py_object  # a new reference, or NULL with an exception set
 _lib.goort_run.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p,
-                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
+                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_size_t]
+_lib.goort_last_equal.restype = ctypes.c_int
 _lib.goort_input_addr.restype = ctypes.c_size_t
 _lib.goort_input_addr.argtypes = [ctypes.c_int]
 _lib.goort_input_copied.restype = ctypes.c_int
@@ -80,19 +81,31 @@ class Session:
     def __del__(self):
         self.close()
 
-    def run(self, *inputs, dtype, shape):
+    def run(self, *inputs, dtype, shape, expect=None):
         """Hands each input to Go by DLPack (versioned), runs the model and
         returns its output (of the given dtype name and shape) as a DLPack
-        producer."""
-        capsules = []
-        for x in inputs:
-            try:
-                capsules.append(x.__dlpack__(max_version=(1, 3)))
-            except TypeError:
-                capsules.append(x.__dlpack__())
+        producer. With expect (any DLPack producer), Go also compares the
+        output with it bit for bit: see last_equal."""
+        capsules = [_capsule(x) for x in inputs]
         ptrs = (ctypes.c_size_t * len(capsules))(*[id(c) for c in capsules])
         sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-        return Output(_lib.goort_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape)))
+        want = None if expect is None else _capsule(expect)
+        return Output(_lib.goort_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape),
+                                     0 if want is None else id(want)))
+
+
+def _capsule(x):
+    try:
+        return x.__dlpack__(max_version=(1, 3))
+    except TypeError:
+        return x.__dlpack__()
+
+
+def last_equal():
+    """Whether Go found the last output equal, bit for bit, to the expected
+    tensor of that run (None when none was given)."""
+    r = _lib.goort_last_equal()
+    return None if r < 0 else bool(r)
 
 
 def input_address(i):

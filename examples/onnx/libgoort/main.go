@@ -14,10 +14,12 @@ package main
 import "C"
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -38,6 +40,9 @@ var (
 	lastInputs []uintptr
 	lastCopied []bool
 	lastOutput uintptr
+	// Whether the last output equalled, bit for bit, the expected tensor
+	// handed to the run (-1: none was).
+	lastEqual = -1
 )
 
 func fail(bufferError bool, err error) {
@@ -106,9 +111,11 @@ func goort_close(id C.int64_t) {
 // DLPack capsule of the output, of data type dtype ("float32") and the
 // given shape; or 0 with a Python exception set. Each input tensor is
 // released when the run is over, the output when its consumer lets go.
+// If expect is not 0, it is one more capsule, of the output ONNX Runtime's
+// Python API computed: Go compares the two bit for bit (goort_last_equal).
 //
 //export goort_run
-func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int) C.uintptr_t {
+func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int, expect C.uintptr_t) C.uintptr_t {
 	mu.Lock()
 	s := sessions[int64(id)]
 	mu.Unlock()
@@ -152,6 +159,18 @@ func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C
 		return 0
 	}
 	lastOutput = dataAddr(out)
+	lastEqual = -1
+	if expect != 0 {
+		eq, err := sameBytes(uintptr(expect), out)
+		if err != nil {
+			fail(true, fmt.Errorf("expected output: %w", err))
+			return 0
+		}
+		lastEqual = 0
+		if eq {
+			lastEqual = 1
+		}
+	}
 	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
 	if err != nil {
 		fail(true, err)
@@ -189,6 +208,32 @@ func consume(capsule uintptr) (*dlonnx.Tensor, error) {
 	return t, err
 }
 
+// sameBytes reports whether the tensor in a capsule has the type, shape
+// and bytes of out.
+func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
+	p, versioned, err := pycapsule.Consume(capsule)
+	if err != nil {
+		return false, err
+	}
+	var want dlpack.Foreign
+	if versioned {
+		want, err = dlpack.Import(p)
+	} else {
+		want, err = dlpack.ImportLegacy(p)
+	}
+	if err != nil {
+		return false, err
+	}
+	defer want.Close()
+	// A compact copy of any layout, read as bytes.
+	w, err := dlonnx.CopyTensor(want)
+	if err != nil {
+		return false, err
+	}
+	defer w.Destroy()
+	return w.DType() == out.DType() && slices.Equal(w.Shape(), out.Shape()) && bytes.Equal(w.GetData(), out.GetData()), nil
+}
+
 func dataAddr(t *dlonnx.Tensor) uintptr {
 	if b := t.GetData(); len(b) > 0 {
 		return uintptr(unsafe.Pointer(&b[0]))
@@ -211,6 +256,12 @@ func goort_input_copied(i C.int) C.int {
 	}
 	return 0
 }
+
+// goort_last_equal reports whether the last run's output equalled the
+// expected tensor bit for bit: 1 yes, 0 no, -1 none was given.
+//
+//export goort_last_equal
+func goort_last_equal() C.int { return C.int(lastEqual) }
 
 //export goort_output_addr
 func goort_output_addr() C.uintptr_t { return C.uintptr_t(lastOutput) }

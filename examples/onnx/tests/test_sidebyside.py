@@ -29,7 +29,8 @@ def test_mlp_side_by_side(models, dtype):
     want = python_run(path, {"X": x, "W": w, "B": b})
 
     s = goort.Session(path, ["X", "W", "B"], "Y")
-    out = s.run(x, w, b, dtype=dtype, shape=(4, 3))
+    out = s.run(x, w, b, dtype=dtype, shape=(4, 3), expect=want)
+    assert goort.last_equal() is True, "Go's output is Python's, bit for bit, compared in Go"
     # Shared, not copied: ONNX Runtime read NumPy's memory.
     for i, a in enumerate((x, w, b)):
         assert goort.input_address(i) == a.ctypes.data
@@ -55,7 +56,8 @@ def test_strided_and_read_only_inputs_are_copied(models):
     w.flags.writeable = False
     want = python_run(path, {"X": x, "W": w, "B": b})
     s = goort.Session(path, ["X", "W", "B"], "Y")
-    got = np.from_dlpack(s.run(xt, w, b, dtype="float32", shape=(4, 3)))
+    got = np.from_dlpack(s.run(xt, w, b, dtype="float32", shape=(4, 3), expect=want))
+    assert goort.last_equal() is True
     assert goort.input_copied(0) and goort.input_copied(1) and not goort.input_copied(2)
     assert goort.input_address(2) == b.ctypes.data
     assert got.tobytes() == want.tobytes()
@@ -73,6 +75,8 @@ def test_errors_release_everything(models):
     x32, w32, b32 = mlp_inputs("float32", 3)
     with pytest.raises(ValueError, match="goort: "):
         s.run(x32, w32, b32, dtype="float32", shape=(5, 3))  # ORT refuses the output shape
+    np.from_dlpack(s.run(x32, w32, b32, dtype="float32", shape=(4, 3), expect=np.zeros((4, 3), np.float32)))
+    assert goort.last_equal() is False, "a different tensor is told apart"
     with pytest.raises(BufferError, match="input 0"):
         s.run(np.zeros((4, 8), dtype=np.complex64), w32, b32, dtype="float32", shape=(4, 3))
     gc.collect()
