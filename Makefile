@@ -102,10 +102,11 @@ python-example: python-lib $(VENV)/.installed
 
 # ONNX Runtime (package dlonnx, examples/onnx): the onnxruntime wheel pinned
 # in examples/python/requirements.txt ships libonnxruntime.so, which the Go
-# tests load ($$ONNXRUNTIME_LIB); the onnx package writes the test models
-# ($$DLONNX_MODELS). Plain go test skips what needs them.
+# tests load ($$ONNXRUNTIME_LIB, found when the recipe runs, after the venv);
+# the onnx package writes the test models ($$DLONNX_MODELS). Plain go test
+# skips what needs them; with DLONNX_MODELS set they must run.
 ORT_LIB := $(VENV)/bin/python -c 'import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so.*")))[0])'
-ONNX_ENV = ONNXRUNTIME_LIB="$$($(ORT_LIB))" DLONNX_MODELS=$(CURDIR)/.build/onnx
+ONNX_ENV = ONNXRUNTIME_LIB=$(shell $(ORT_LIB)) DLONNX_MODELS=$(CURDIR)/.build/onnx
 GOORT_RUN = GOORT_LIB=$(CURDIR)/.build/libgoort.so PYTHONPATH=$(CURDIR)/examples/onnx $(VENV)/bin/python
 
 onnx-lib:

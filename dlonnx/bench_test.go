@@ -56,7 +56,6 @@ func BenchmarkInput(b *testing.B) {
 	for _, sz := range benchSizes {
 		f := benchInput(b, sz.n)
 		b.Run(fmt.Sprintf("bridge/%s", sz.name), func(b *testing.B) {
-			b.SetBytes(4 * sz.n)
 			for b.Loop() {
 				t, err := dlonnx.NewTensor(f)
 				if err != nil {
@@ -66,7 +65,6 @@ func BenchmarkInput(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("copy/%s", sz.name), func(b *testing.B) {
-			b.SetBytes(4 * sz.n)
 			for b.Loop() {
 				copyIn(b, f).Destroy()
 			}
