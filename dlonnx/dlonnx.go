@@ -3,6 +3,7 @@
 package dlonnx
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -151,8 +152,11 @@ func checkShape(shape []int64) error {
 // Tensor's last release. On error nothing is held.
 func NewTensor(p dlpack.Producer) (*Tensor, error) {
 	f, err := dlpack.FromRequest(p, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever, Writable: true})
-	if err != nil {
+	if errors.Is(err, dlpack.ErrReadOnly) {
 		return nil, fmt.Errorf("dlonnx: NewTensor shares writable memory only (CopyTensor copies): %w", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	k, err := check(f)
 	if err == nil && !f.IsContiguous() {

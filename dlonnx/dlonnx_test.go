@@ -185,9 +185,6 @@ func TestEveryElementType(t *testing.T) {
 				if dt == dlpack.Bool {
 					data[i] &= 1
 				}
-				if dt == dlpack.Float8E4M3FN && data[i]&0x7f == 0x7f {
-					data[i] &^= 1 // NaN payloads aside, every pattern is a value
-				}
 			}
 			ct := cTensor(dt, []int64{n}, nil, data, 0)
 			f, err := dlpack.Import(ct.Ptr)
@@ -280,6 +277,7 @@ func TestInputIsShared(t *testing.T) {
 	defer y.Destroy()
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	assert.Equal(t, f32bytes(0, 2, 0, 4), y.GetData())
+	assert.Equal(t, []float32{-1, 2, -3, 4}, arr.Data, "ONNX Runtime does not write its inputs (Relu may run in place)")
 	arr.Data[0] = 10
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	assert.Equal(t, f32bytes(10, 2, 0, 4), y.GetData())

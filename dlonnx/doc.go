@@ -51,6 +51,20 @@
 // an output), so NewTensor shares only writable memory and refuses
 // read-only tensors with dlpack.ErrReadOnly; CopyTensor copies them.
 //
+// # Choices
+//
+// Outputs are made by the caller (NewOutput, with the shape the model
+// gives: dynamic dimensions are the caller's to know) rather than by ONNX
+// Runtime: onnxruntime_go copies every output it lets ONNX Runtime
+// allocate into Go memory (and v1.27.0 fails for 2-byte custom types such
+// as float16, copying one byte per element). A Tensor's GetData is its
+// memory as bytes; an empty tensor gets one byte of the bridge's own,
+// because onnxruntime_go wants one. 0-d tensors are refused
+// (dlpack.ErrShape): onnxruntime_go makes none over given memory.
+// onnxruntime_go v1.27.0 never frees the C copy of a model path
+// (NewDynamicAdvancedSession); open models from their bytes
+// (NewDynamicAdvancedSessionWithONNXData) where sessions come and go.
+//
 // # The library
 //
 // The package does not load ONNX Runtime: call ort.SetSharedLibraryPath
