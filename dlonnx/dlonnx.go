@@ -18,14 +18,13 @@ import (
 // the field: its methods (GetData, GetShape, ...) are the Tensor's.
 type customData = ort.CustomDataTensor
 
-// Tensor is an ONNX Runtime tensor over memory described by DLPack. It is
-// an ort.Value (pass it to a session's Run as an input or an output), with
-// the methods of an *ort.CustomDataTensor (GetData is its memory as bytes;
-// one byte of the bridge's own for an empty tensor), whose
-// memory is shared with its DLPack producer (NewTensor) or owned by the
-// Tensor (CopyTensor, NewOutput), and a dlpack.Source and
-// dlpack.Producer, so its memory goes on to DLPack consumers without a
-// copy.
+// Tensor is an ONNX Runtime tensor over memory described by DLPack: the
+// memory of its DLPack producer (NewTensor) or its own (CopyTensor,
+// NewOutput). It is an ort.Value, so pass it to a session's Run as an
+// input or an output; it has the methods of an *ort.CustomDataTensor
+// (GetData is its memory as bytes; one byte of the bridge's own for an
+// empty tensor). It is also a dlpack.Source and dlpack.Producer, so its
+// memory goes on to DLPack consumers without a copy.
 //
 // The Tensor owns its ONNX Runtime value and its reference to the memory:
 // Destroy gives up the Go owner's share, and each DLPack consumer holds one
