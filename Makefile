@@ -122,6 +122,9 @@ onnx: onnx-lib $(VENV)/.installed
 	$(ONNX_ENV) $(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' ./dlonnx 2>&1 | grep -v '^checkfinalizers: queue:'
 	$(ONNX_ENV) $(GO) test -count=1 -asan ./dlonnx
 	$(ONNX_ENV) $(GO) test -count=1 -run '^$$' -bench . -benchtime 2x ./dlonnx
+	@echo "== ONNX Runtime and the Rust dlpark crate, both ways"
+	cargo build --release --quiet --manifest-path internal/dlparkpeer/rust/Cargo.toml
+	$(ONNX_ENV) $(GO) test -count=1 -tags dlpark -run Rust -v ./dlonnx 2>&1 | grep -E '^(---|ok|FAIL|panic)'
 	@echo "== ONNX Runtime from Go inside Python, side by side with onnxruntime's Python API"
 	$(GOORT_RUN) -m pytest -q -p no:cacheprovider examples/onnx/tests
 	@out="$$($(GOORT_RUN) examples/onnx/demo.py)"; echo "$$out"; \
