@@ -28,6 +28,20 @@
 //	defer f.Close()
 //	ys, err := dlpack.Slice[float32](f)
 //
+// # From other cgo packages
+//
+// Each cgo package has its own C.DLManagedTensorVersioned type, distinct
+// from [ManagedTensorVersioned] and from every other package's, including
+// those of packages with their own dlpack.h. The layouts are the DLPack
+// ABI (ours is checked against include/dlpack/dlpack.h at build time), so
+// a pointer converts through unsafe.Pointer:
+//
+//	f, err := dlpack.Import(unsafe.Pointer(cptr))               // their C -> Go
+//	C.consume((*C.DLManagedTensorVersioned)(unsafe.Pointer(m))) // Go export -> their C
+//
+// Their C code can include our header: cmd/dlpack-header writes it into a
+// package for go generate, and go mod vendor keeps it with the module.
+//
 // # Errors
 //
 // Everything read from a foreign tensor is data: a bad value returns an
