@@ -3,6 +3,8 @@
 package dlpack_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -61,4 +63,67 @@ func TestReleaseIdle(t *testing.T) {
 	if st := dlpack.ReadStats(); st.KeptBlocks != 0 || st.CBlocks != 0 || dlpack.Outstanding() != 0 {
 		t.Fatalf("at the end: %+v, outstanding %d", st, dlpack.Outstanding())
 	}
+}
+
+// ReleaseIdle running while goroutines export and C releases: every
+// export still reads its own data and is released once, and nothing of
+// the records in use is freed.
+func TestReleaseIdleConcurrent(t *testing.T) {
+	done := make(chan struct{})
+	trimmed := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-done:
+				trimmed <- n
+				return
+			default:
+				n += dlpack.ReleaseIdle()
+			}
+		}
+	}()
+	errs := make(chan string, 4)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			xs := []float32{float32(g), 1, 2, 3}
+			held := make([]unsafe.Pointer, 0, 16)
+			for i := 0; i < 2000; i++ {
+				m, err := dlpack.Export(xs, []int64{4})
+				if err != nil {
+					errs <- err.Error()
+					return
+				}
+				held = append(held, unsafe.Pointer(m))
+				if len(held) == cap(held) || i == 1999 {
+					for _, p := range held {
+						if got := cshim.SumVersioned(p); got != float64(g)+6 {
+							errs <- fmt.Sprintf("goroutine %d: an export reads %v, want %v", g, got, float64(g)+6)
+							return
+						}
+					}
+					cshim.ReleaseOnThreads(held, 2, false)
+					held = held[:0]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	n := <-trimmed
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	if dlpack.Outstanding() != 0 {
+		t.Fatalf("Outstanding = %d", dlpack.Outstanding())
+	}
+	dlpack.ReleaseIdle()
+	if st := dlpack.ReadStats(); st.KeptBlocks != 0 || st.CBlocks != 0 {
+		t.Fatalf("after the run: %+v", st)
+	}
+	t.Logf("ReleaseIdle released %d idle records during the run", n)
 }

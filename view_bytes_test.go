@@ -193,3 +193,23 @@ func TestReadOnlyBytesEdges(t *testing.T) {
 	}
 	f.Close()
 }
+
+// ExampleReadOnlyBytes reads a tensor as bytes: here a reversed view of a
+// Go slice, imported back. For misaligned elements, where typed views
+// fail with ErrAlignment, the decoding is the same.
+func ExampleReadOnlyBytes() {
+	xs := []uint16{10, 20, 30, 40}
+	m, _ := dlpack.Export(xs, []int64{3}, dlpack.WithStrides(-1), dlpack.WithOffset(3)) // 40, 30, 20
+	f, _ := dlpack.Import(unsafe.Pointer(m))
+	defer f.Close()
+	b, first, _ := dlpack.ReadOnlyBytes(f)
+	fmt.Println(len(b), "bytes; the first element starts at byte", first)
+	for i := int64(0); i < f.Len(); i++ {
+		at := first + int(i*f.Stride(0))*f.DataType().ItemSize()
+		fmt.Print(binary.NativeEndian.Uint16(b[at:]), " ")
+	}
+	fmt.Println()
+	// Output:
+	// 6 bytes; the first element starts at byte 4
+	// 40 30 20
+}
