@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export GOFLAGS=
+export GOFLAGS= GOWORK=off
 
 mkdir "$tmp/dlpack"
 (cd "$root" && git ls-files -z --cached --others --exclude-standard |
