@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare onnx onnx-lib onnx-example
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark onnx
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx
 	@echo "== all checks passed"
 
 fmt-check:
@@ -141,6 +141,13 @@ dlpark:
 	$(GO) vet -tags dlpark ./internal/dlparkpeer
 	$(GO) test -count=1 -tags dlpark -v -run . ./internal/dlparkpeer 2>&1 | grep -E '^(---|ok|FAIL|panic)|round trips'
 	$(GO) test -count=1 -tags dlpark -race -run 'Import|Export' ./internal/dlparkpeer
+
+# A separate module that embeds the library (examples/downstream): its
+# own cgo producers and consumers, built and tested from a copy outside the
+# repository, normally and vendored (then also -race, cgocheck2, -asan).
+downstream:
+	@echo "== downstream module (examples/downstream): normal and vendored"
+	GO=$(GO) bash examples/downstream/check.sh
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -102,6 +102,11 @@ import "C"
 import (
 	"runtime/cgo"
 	"unsafe"
+
+	// The header above lives in include/dlpack; importing its package is
+	// what makes `go mod vendor` keep it (a folder without a Go package
+	// is not vendored).
+	_ "github.com/godlpack/dlpack/include/dlpack"
 )
 
 // Compile-time layout checks: the index below is the OR of (Go ^ C) for

@@ -36,6 +36,19 @@
 // [Array] (a Go slice with a shape), [Buffer], [Foreign] (an import handed
 // on, one release chain) and the bridges' types are Sources. Go to Go,
 // From uses no C at all.
+// # From other cgo packages
+//
+// Each cgo package has its own C.DLManagedTensorVersioned type, distinct
+// from [ManagedTensorVersioned] and from every other package's, including
+// those of packages with their own dlpack.h. The layouts are the DLPack
+// ABI (ours is checked against include/dlpack/dlpack.h at build time), so
+// a pointer converts through unsafe.Pointer:
+//
+//	f, err := dlpack.Import(unsafe.Pointer(cptr))               // their C -> Go
+//	C.consume((*C.DLManagedTensorVersioned)(unsafe.Pointer(m))) // Go export -> their C
+//
+// Their C code can include our header: cmd/dlpack-header writes it into a
+// package for go generate, and go mod vendor keeps it with the module.
 //
 // # Errors
 //

@@ -15,6 +15,18 @@
 #ifndef GODLPACK_DLPACK_H_
 #define GODLPACK_DLPACK_H_
 
+/* The upstream dlpack.h, and the copies PyTorch, TVM and others ship, are
+ * guarded by DLPACK_DLPACK_H_. Whichever of them a C file includes first
+ * declares the ABI and the other adds nothing, so the two can share a file.
+ * Our extras (the 1.3 type codes, devices and exchange API) are then only
+ * there if the other header has them too. */
+#ifdef DLPACK_DLPACK_H_
+#if !defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION != 1
+#error "a dlpack.h included before this one is not DLPack 1.x"
+#endif
+#else
+#define DLPACK_DLPACK_H_
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -184,4 +196,5 @@ typedef struct DLPackExchangeAPI {
 }
 #endif
 
+#endif /* DLPACK_DLPACK_H_ */
 #endif /* GODLPACK_DLPACK_H_ */
