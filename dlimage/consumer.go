@@ -188,21 +188,56 @@ func copyShape(f dlpack.Foreign, layout Layout, channels ...int) (h, w, c int, e
 // copyInto copies f's samples into dst, a compact image of h x w pixels of
 // out channels; missing channels (alpha) are set to 255.
 func copyInto(f dlpack.Foreign, dst []uint8, layout Layout, h, w, c, out int) error {
-	v, err := dlpack.ViewOf[uint8](f)
-	if err != nil {
-		return err
-	}
 	if c < out {
 		for i := out - 1; i < len(dst); i += out {
 			dst[i] = 0xff
 		}
 	}
-	hw := h * w
-	for i, x := range v.All() {
-		if layout == CHW {
-			dst[(i%hw)*out+i/hw] = x
-		} else {
-			dst[(i/c)*out+i%c] = x
+	src, err := dlpack.ReadOnlySpan[uint8](f)
+	if err != nil {
+		// Negative strides have no span: the strided view reads them.
+		v, verr := dlpack.ViewOf[uint8](f)
+		if verr != nil {
+			return verr
+		}
+		hw := h * w
+		for i, x := range v.All() {
+			if layout == CHW {
+				dst[(i%hw)*out+i/hw] = x
+			} else {
+				dst[(i/c)*out+i%c] = x
+			}
+		}
+		return nil
+	}
+	var sy, sx, sc int // strides of row, pixel and channel, in bytes
+	switch {
+	case f.NDim() == 2:
+		sy, sx = int(f.Stride(0)), int(f.Stride(1))
+	case layout == CHW:
+		sc, sy, sx = int(f.Stride(0)), int(f.Stride(1)), int(f.Stride(2))
+	default:
+		sy, sx, sc = int(f.Stride(0)), int(f.Stride(1)), int(f.Stride(2))
+	}
+	for y := 0; y < h; y++ {
+		row := dst[y*w*out : (y+1)*w*out]
+		if w > 0 && sx == c && (sc == 1 || c == 1) { // packed pixels: NumPy's (H, W, C) rows
+			in := src[y*sy : y*sy+w*c]
+			if c == out {
+				copy(row, in)
+				continue
+			}
+			for x := 0; x < w; x++ { // c == 3, out == 4
+				p, q := in[x*3:x*3+3:x*3+3], row[x*4:x*4+3:x*4+3]
+				q[0], q[1], q[2] = p[0], p[1], p[2]
+			}
+			continue
+		}
+		for x := 0; x < w; x++ {
+			p, q := y*sy+x*sx, x*out
+			for ch := 0; ch < c; ch++ {
+				row[q+ch] = src[p+ch*sc]
+			}
 		}
 	}
 	return nil

@@ -223,6 +223,14 @@ func TestCopies(t *testing.T) {
 	require.ErrorIs(t, err, dlpack.ErrShape, "the zero-copy path refuses (C, H, W)")
 	f.Close()
 
+	// (C, H, W) = (3, 2, 2), compact: channel planes.
+	f, err = dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 10, 20, 30, 40, 11, 22, 33, 44}, 3, 2, 2))
+	require.NoError(t, err)
+	rgba, err = dlimage.CopyRGBA(f, dlimage.CHW)
+	require.NoError(t, err)
+	assert.Equal(t, []uint8{1, 10, 11, 255, 2, 20, 22, 255, 3, 30, 33, 255, 4, 40, 44, 255}, rgba.Pix)
+	f.Close()
+
 	// Transposed gray, and (1, H, W).
 	tr := &dlpack.Array[uint8]{Data: []uint8{1, 2, 3, 4, 5, 6}, Shape: []int64{2, 3}, Strides: []int64{1, 2}}
 	f, err = dlpack.From(tr)

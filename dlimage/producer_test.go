@@ -12,6 +12,7 @@ import (
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlimage"
+	"github.com/godlpack/dlpack/internal/cshim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -393,4 +394,20 @@ func TestPalette(t *testing.T) {
 	assert.Equal(t, []int64{3, 4}, a.Shape)
 	assert.Equal(t, []uint8{1, 2, 3, 255, 200, 100, 50, 128, 7, 7, 7, 255}, a.Data)
 	assert.Equal(t, []int64{0, 4}, dlimage.Palette(nil).Shape)
+}
+
+// Many exports of one sub-image, released by threads Go never created.
+func TestExportsReleasedOnCThreads(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 32, 32))
+	tn, err := dlimage.Pixels(img.SubImage(image.Rect(3, 5, 20, 30)))
+	require.NoError(t, err)
+	ptrs := make([]unsafe.Pointer, 200)
+	for i := range ptrs {
+		m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+		require.NoError(t, err)
+		ptrs[i] = m.Pointer()
+	}
+	assert.Equal(t, int64(len(ptrs)), dlpack.Outstanding())
+	cshim.ReleaseOnThreads(ptrs, 4, false)
+	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
