@@ -188,6 +188,46 @@ def test_arrays_outlive_the_go_image(tmp_path):
     assert goimage.outstanding() == 0
 
 
+class LegacyOnly:
+    """A consumer's view of a producer that it asks as JAX does:
+    __dlpack__ with max_version=None, a legacy capsule."""
+
+    def __init__(self, export):
+        self.export = export
+
+    def __dlpack_device__(self):
+        return self.export.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        kwargs.pop("max_version", None)
+        return self.export.__dlpack__(**kwargs)
+
+
+def test_requests_legacy_copy_device_stream(tmp_path):
+    values = rng_image((3, 5, 4), 17)
+    path = tmp_path / "rgba.png"
+    PIL.Image.fromarray(values, "RGBA").save(path)
+    img = goimage.load(path)
+    legacy = np.from_dlpack(LegacyOnly(img.pixels()))
+    assert address(legacy) == img.pixel_address, "legacy capsules share too"
+    np.testing.assert_array_equal(legacy, values)
+    copied = np.from_dlpack(img.pixels(), copy=True)
+    assert address(copied) != img.pixel_address
+    np.testing.assert_array_equal(copied, values)
+    copied[0, 0] = 0
+    assert (legacy[0, 0] == values[0, 0]).all(), "the copy is the consumer's own"
+    same = np.from_dlpack(img.pixels(), device="cpu", copy=False)
+    assert address(same) == img.pixel_address
+    export = img.pixels()
+    with pytest.raises(BufferError, match="request.device"):
+        export.__dlpack__(max_version=(1, 3), dl_device=(2, 0))
+    with pytest.raises(BufferError, match="request.stream"):
+        export.__dlpack__(max_version=(1, 3), stream=1)
+    assert export.__dlpack__(max_version=(1, 3), stream=None) is not None  # released unconsumed
+    del legacy, copied, same
+    assert goimage.outstanding() == 0
+
+
 # NumPy arrays into Go, written by image/png, read by Pillow.
 def released(array, baseline, tries=200):
     """Waits for Go to release its hold on array (the image that took the
