@@ -27,7 +27,8 @@
 // The image shares the tensor's memory and takes the tensor over: it is
 // released when the image becomes unreachable, so do not Close the
 // Foreign while the image is in use (as package dlgonum does for
-// matrices). Read-only tensors are refused with dlpack.ErrReadOnly rather
+// matrices), and give them owned imports (Import, From), not the scoped
+// Foreign of a Borrow. Read-only tensors are refused with dlpack.ErrReadOnly rather
 // than made writable. Other layouts, (H, W, 3), channel-first (C, H, W) or
 // any strides, go through CopyGray, CopyRGBA and CopyNRGBA, which leave the
 // Foreign to the caller.

@@ -19,17 +19,19 @@ import (
 // the description's Owner: it, its Image and its Pix stay reachable until
 // the last consumer releases the tensor, whatever happens to the image's
 // fields meanwhile. Consumers may write through the tensor, so writes show
-// in the image; do not change the Tensor's fields while it is exported.
+// in the image unless ReadOnly is set. The fields are read at each export;
+// changing them later does not change tensors already handed out.
 type Tensor struct {
-	Image   image.Image // the image the samples belong to
-	Pix     []uint8     // the image's Pix slice, or one YCbCr plane
-	Offset  int         // index in Pix of the first element (index 0 in every dimension)
-	Shape   []int64     // (H, W) or (H, W, 4)
-	Strides []int64     // in elements (bytes): (Stride, 1) or (Stride, 4, 1)
+	Image    image.Image // the image the samples belong to
+	Pix      []uint8     // the image's Pix slice, or one YCbCr plane
+	Offset   int         // index in Pix of the first element (index 0 in every dimension)
+	Shape    []int64     // (H, W) or (H, W, 4)
+	Strides  []int64     // in elements (bytes): (Stride, 1) or (Stride, 4, 1)
+	ReadOnly bool        // consumers get a read-only tensor (or a copy, as dlpack.Produce rules)
 }
 
 // DescribeTensor implements dlpack.Source: uint8 CPU memory from Pix, with
-// Offset as the byte offset. It fails with ErrMalformed if any element
+// Offset as the byte offset and ReadOnly as given. It fails with ErrMalformed if any element
 // lies outside Pix.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	numel, err := t.check()
@@ -37,7 +39,7 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 		return err
 	}
 	dlpack.DescribeSlice(d, t.Pix)
-	d.Shape, d.Strides = t.Shape, t.Strides
+	d.Shape, d.Strides, d.ReadOnly = t.Shape, t.Strides, t.ReadOnly
 	if numel > 0 {
 		d.ByteOffset = uint64(t.Offset)
 	}

@@ -411,3 +411,37 @@ func TestExportsReleasedOnCThreads(t *testing.T) {
 	cshim.ReleaseOnThreads(ptrs, 4, false)
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
+
+// A read-only tensor reaches versioned consumers flagged and legacy or
+// writing ones as a copy, never as writable image memory.
+func TestReadOnlyTensor(t *testing.T) {
+	img := image.NewGray(image.Rect(0, 0, 4, 3))
+	fill(img.Pix)
+	tn, err := dlimage.Pixels(img)
+	require.NoError(t, err)
+	tn.ReadOnly = true
+	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+	require.NoError(t, err)
+	f, err := m.Import()
+	require.NoError(t, err)
+	assert.False(t, f.Writable())
+	assert.Equal(t, uintptr(unsafe.Pointer(&img.Pix[0])), f.DataAddr()+uintptr(f.ByteOffset()), "shared")
+	_, err = dlimage.Gray(f)
+	require.ErrorIs(t, err, dlpack.ErrReadOnly)
+	f.Close()
+
+	m, err = dlpack.Produce(tn, dlpack.Request{}) // legacy: cannot carry the flag
+	require.NoError(t, err)
+	f, err = m.Import(dlpack.AssumeWritable())
+	require.NoError(t, err)
+	assert.NotEqual(t, uintptr(unsafe.Pointer(&img.Pix[0])), f.DataAddr(), "a copy")
+	g, err := dlimage.Gray(f)
+	require.NoError(t, err)
+	assert.Equal(t, img.Pix, g.Pix)
+	runtime.KeepAlive(g)
+
+	req := dlpack.DefaultRequest()
+	req.Writable, req.Copy = true, dlpack.CopyNever
+	_, err = dlpack.Produce(tn, req)
+	require.ErrorIs(t, err, dlpack.ErrReadOnly)
+}
