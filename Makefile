@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images
 	@echo "== all checks passed"
 
 fmt-check:
@@ -132,6 +132,16 @@ onnx: onnx-lib $(VENV)/.installed
 
 onnx-example: onnx-lib $(VENV)/.installed
 	$(GOORT_RUN) examples/onnx/demo.py
+# Images: PNG files decoded by Go's image/png and handed to NumPy through
+# DLPack (package dlimage) against Pillow's decoding of the same files, and
+# NumPy arrays encoded by Go against Pillow; then the PNG example.
+IMGRUN := GOIMAGE_LIB=$(CURDIR)/.build/libgoimage.so PYTHONPATH=$(CURDIR)/examples/png $(VENV)/bin/python
+images: $(VENV)/.installed
+	@echo "== images: image/png and Pillow through DLPack (examples/png)"
+	$(GO) build -buildmode=c-shared -o .build/libgoimage.so ./examples/png/libgoimage
+	$(IMGRUN) -m pytest -q -p no:cacheprovider examples/png/tests
+	@out="$$($(IMGRUN) examples/png/demo.py)"; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the PNG example did not end with nothing outstanding"; exit 1; }
 
 # The Rust dlpark crate as a peer: a C-ABI static library built by cargo
 # (crates.io), linked into the Go tests of internal/dlparkpeer (tag dlpark).

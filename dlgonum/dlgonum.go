@@ -6,6 +6,11 @@
 // becomes the DLPack stride, so views such as m.Slice(...) export as they
 // are.
 //
+// The protocol: DenseTensor, VecDenseTensor and CDenseTensor make a
+// matrix a dlpack.Source and dlpack.Producer with the same strides, for
+// dlpack.From (Go to Go), dlpack.Produce (versioned or legacy, copies on
+// request) and the Python capsule helpers.
+//
 // Import: Dense, VecDense and CDense wrap an imported float64 or complex128
 // CPU tensor as a matrix sharing its memory, when its strides fit gonum's
 // rules (unit column stride and row stride >= columns for matrices, a

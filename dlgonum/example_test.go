@@ -37,3 +37,23 @@ func ExampleDense() {
 	// ⎡14  32⎤
 	// ⎣32  77⎦
 }
+
+// A gonum matrix through the producer protocol: a view keeps its row
+// stride, and the consumer shares the matrix's memory.
+func ExampleDenseTensor() {
+	a := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	view := a.Slice(1, 3, 0, 2).(*mat.Dense)
+	f, err := dlpack.From(dlgonum.DenseTensor(view)) // Go to Go; dlpack.Produce for C
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	v, err := dlpack.ViewOf[float64](f)
+	if err != nil {
+		panic(err)
+	}
+	_ = v.Set(-6, 0, 1) // writes a
+	fmt.Println(f.Shape(), f.Strides(), a.At(1, 1))
+	// Output:
+	// [2 2] [4 1] -6
+}

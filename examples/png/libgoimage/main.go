@@ -1,0 +1,295 @@
+// Command libgoimage is a C shared library that decodes and encodes PNG
+// files with Go's image/png and exchanges the images with Python through
+// DLPack (package dlimage for the tensors, package pycapsule for the
+// capsules):
+//
+//	go build -buildmode=c-shared -o libgoimage.so ./examples/png/libgoimage
+//
+// goimage.py loads it with ctypes.PyDLL (every call holds the GIL).
+package main
+
+// #include <stdint.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlimage"
+	"github.com/godlpack/dlpack/pycapsule"
+)
+
+var (
+	mu     sync.Mutex
+	images = map[int64]image.Image{}
+	nextID int64
+)
+
+func register(img image.Image) C.int64_t {
+	mu.Lock()
+	defer mu.Unlock()
+	nextID++
+	images[nextID] = img
+	return C.int64_t(nextID)
+}
+
+func lookup(id C.int64_t) image.Image {
+	mu.Lock()
+	defer mu.Unlock()
+	return images[int64(id)]
+}
+
+//export goimage_init
+func goimage_init() C.int {
+	if pycapsule.Init() != nil {
+		return -1
+	}
+	return 0
+}
+
+// goimage_load decodes the PNG file at path with image/png and returns
+// the image's id, or -1 with a ValueError set.
+//
+//export goimage_load
+func goimage_load(path *C.char) C.int64_t {
+	file, err := os.Open(C.GoString(path))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	defer file.Close()
+	img, err := png.Decode(file)
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	return register(img)
+}
+
+// goimage_sub registers img.SubImage(x0, y0, x1, y1), which shares the
+// image's pixels, and returns its id, or -1 with a ValueError set.
+//
+//export goimage_sub
+func goimage_sub(id C.int64_t, x0, y0, x1, y1 C.int) C.int64_t {
+	img, ok := lookup(id).(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	if !ok {
+		pycapsule.SetError(false, "goimage: no such image, or it has no SubImage")
+		return -1
+	}
+	return register(img.SubImage(image.Rect(int(x0), int(y0), int(x1), int(y1))))
+}
+
+// goimage_type writes the Go type of the image (such as "*image.NRGBA")
+// into buf (NUL-terminated, at most n bytes with the NUL).
+//
+//export goimage_type
+func goimage_type(id C.int64_t, buf *C.char, n C.int) {
+	s := fmt.Sprintf("%T", lookup(id))
+	if len(s) >= int(n) {
+		s = s[:n-1]
+	}
+	out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	copy(out, s)
+	out[len(s)] = 0
+}
+
+// goimage_pixel_addr returns the address of the image's first sample
+// (pixel Rect.Min), 0 if it has none: what a zero-copy consumer sees.
+//
+//export goimage_pixel_addr
+func goimage_pixel_addr(id C.int64_t) C.uintptr_t {
+	t, err := dlimage.Pixels(lookup(id))
+	if err != nil || len(t.Pix) == 0 {
+		return 0
+	}
+	return C.uintptr_t(uintptr(unsafe.Pointer(&t.Pix[t.Offset])))
+}
+
+//export goimage_free
+func goimage_free(id C.int64_t) {
+	mu.Lock()
+	defer mu.Unlock()
+	delete(images, int64(id)) // capsules and arrays still holding it keep it alive
+}
+
+// What goimage_dlpack exports.
+const (
+	whatPixels  = 0 // dlimage.Pixels: zero copy, 8-bit types only
+	whatCopy16  = 1 // dlimage.CopyGray16, CopyRGBA64, CopyNRGBA64
+	whatPalette = 2 // dlimage.Palette of a *image.Paletted
+	whatY       = 3 // dlimage.Planes of a *image.YCbCr
+	whatCb      = 4
+	whatCr      = 5
+)
+
+func producer(img image.Image, what int) (dlpack.Producer, error) {
+	switch what {
+	case whatPixels:
+		return dlimage.Pixels(img)
+	case whatCopy16:
+		switch m := img.(type) {
+		case *image.Gray16:
+			return dlimage.CopyGray16(m)
+		case *image.RGBA64:
+			return dlimage.CopyRGBA64(m)
+		case *image.NRGBA64:
+			return dlimage.CopyNRGBA64(m)
+		}
+		return nil, fmt.Errorf("goimage: %T is not a 16-bit image", img)
+	case whatPalette:
+		if m, ok := img.(*image.Paletted); ok {
+			return dlimage.Palette(m.Palette), nil
+		}
+		return nil, fmt.Errorf("goimage: %T has no palette", img)
+	case whatY, whatCb, whatCr:
+		m, ok := img.(*image.YCbCr)
+		if !ok {
+			return nil, fmt.Errorf("goimage: %T has no YCbCr planes", img)
+		}
+		y, cb, cr, err := dlimage.Planes(m)
+		return []dlpack.Producer{y, cb, cr}[what-whatY], err
+	}
+	return nil, fmt.Errorf("goimage: unknown export %d", what)
+}
+
+// goimage_dlpack implements __dlpack__ for one export of an image:
+// maxMajor < 0 means max_version=None (a legacy capsule), copy is -1
+// (None), 0 or 1, devType < 0 means dl_device=None, hasStream 0 means
+// stream=None. It returns a new capsule reference, or 0 with a BufferError
+// set.
+//
+//export goimage_dlpack
+func goimage_dlpack(id C.int64_t, what C.int, maxMajor, maxMinor, copyMode, devType, devID, hasStream C.int, stream C.int64_t) C.uintptr_t {
+	img := lookup(id)
+	if img == nil {
+		pycapsule.SetError(true, "goimage: image was freed")
+		return 0
+	}
+	p, err := producer(img, int(what))
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return 0
+	}
+	req := dlpack.Request{Copy: dlpack.CopyIfNeeded, Stream: int64(stream), HasStream: hasStream != 0}
+	if maxMajor >= 0 {
+		req.MaxVersion = dlpack.Version{Major: uint32(maxMajor), Minor: uint32(maxMinor)}
+	}
+	switch copyMode {
+	case 0:
+		req.Copy = dlpack.CopyNever
+	case 1:
+		req.Copy = dlpack.CopyAlways
+	}
+	if devType >= 0 {
+		req.Device = dlpack.Device{Type: dlpack.DeviceType(devType), ID: int32(devID)}
+	}
+	m, err := p.DLPack(req)
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return 0
+	}
+	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
+	if capsule == 0 { // Python set the error; the tensor is still ours
+		m.Release()
+	}
+	return C.uintptr_t(capsule)
+}
+
+// How goimage_encode reads the tensor.
+const (
+	asGray     = 0 // dlimage.Gray: zero copy
+	asNRGBA    = 1 // dlimage.NRGBA: zero copy
+	asRGBA     = 2 // dlimage.RGBA: zero copy
+	asCopyHWC  = 3 // dlimage.CopyNRGBA(f, HWC)
+	asCopyCHW  = 4 // dlimage.CopyNRGBA(f, CHW)
+	asCopyGray = 5 // dlimage.CopyGray(f, HWC)
+)
+
+// goimage_encode consumes a DLPack capsule (borrowed reference), reads its
+// tensor as an image (as says how) and writes it to path with image/png.
+// With the zero-copy ways the image takes the tensor over and releases it
+// when Go collects the image; with the copies the tensor is released at
+// once. Returns 0, or -1 with a Python exception set (ValueError for a
+// capsule that cannot be consumed, BufferError for a tensor refused).
+//
+//export goimage_encode
+func goimage_encode(capsule C.uintptr_t, as C.int, path *C.char) C.int {
+	ptr, versioned, err := pycapsule.Consume(uintptr(capsule))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	var f dlpack.Foreign
+	if versioned {
+		f, err = dlpack.Import(ptr)
+	} else {
+		f, err = dlpack.ImportLegacy(ptr, dlpack.AssumeWritable()) // NumPy's legacy capsules of writable arrays
+	}
+	if err != nil { // Import released the tensor
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	var img image.Image
+	switch as {
+	case asGray:
+		img, err = dlimage.Gray(f)
+	case asNRGBA:
+		img, err = dlimage.NRGBA(f)
+	case asRGBA:
+		img, err = dlimage.RGBA(f)
+	case asCopyHWC, asCopyCHW, asCopyGray:
+		switch as {
+		case asCopyHWC:
+			img, err = dlimage.CopyNRGBA(f, dlimage.HWC)
+		case asCopyCHW:
+			img, err = dlimage.CopyNRGBA(f, dlimage.CHW)
+		default:
+			img, err = dlimage.CopyGray(f, dlimage.HWC)
+		}
+		f.Close()
+	default:
+		err = errors.New("goimage: unknown reading")
+	}
+	if err != nil {
+		f.Close() // refused: the tensor is still ours (a no-op after a copy's Close)
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	out, err := os.Create(C.GoString(path))
+	if err == nil {
+		err = png.Encode(out, img)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	return 0
+}
+
+// goimage_collect runs Go's garbage collector and gives the cleanups of
+// unreachable images (which release the tensors they took over) a moment
+// to run.
+//
+//export goimage_collect
+func goimage_collect() {
+	runtime.GC()
+	time.Sleep(5 * time.Millisecond)
+}
+
+//export goimage_outstanding
+func goimage_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
+
+func main() {}
