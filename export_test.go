@@ -476,3 +476,34 @@ func TestExportBurstBeyondFreeList(t *testing.T) {
 	assert.LessOrEqual(t, after.KeptBlocks, int64(16*4096+16), "surplus blocks were freed")
 	assert.Greater(t, after.KeptBlocks, int64(0))
 }
+
+// TestImmediateDoubleReleaseCaught: a consumer that calls a deleter twice,
+// with other exports made and released in between, is refused and counted:
+// a released record waits for reuseDelay releases of its shard before its
+// block serves another export, so the second call cannot release a newer
+// export.
+func TestImmediateDoubleReleaseCaught(t *testing.T) {
+	xs := make([]float32, 4)
+	m, err := dlpack.Export(xs, []int64{4})
+	require.NoError(t, err)
+	cshim.ReleaseVersioned(unsafe.Pointer(m))
+	var newer []*dlpack.ManagedTensorVersioned
+	for i := 0; i < 7; i++ { // released ones go through the ring too
+		n, err := dlpack.Export(xs, []int64{4})
+		require.NoError(t, err)
+		require.NotEqual(t, m, n, "a released block served a new export at once")
+		if i%2 == 0 {
+			cshim.ReleaseVersioned(unsafe.Pointer(n))
+		} else {
+			newer = append(newer, n)
+		}
+	}
+	out, bad := dlpack.Outstanding(), dlpack.ReadStats().BadReleases
+	cshim.ReleaseVersioned(unsafe.Pointer(m)) // the consumer's bug
+	assert.Equal(t, bad+1, dlpack.ReadStats().BadReleases)
+	assert.Equal(t, out, dlpack.Outstanding(), "no newer export was released")
+	for _, n := range newer {
+		cshim.ReleaseVersioned(unsafe.Pointer(n))
+	}
+	assert.Zero(t, dlpack.Outstanding())
+}

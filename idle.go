@@ -23,6 +23,11 @@ func ReleaseIdle() int {
 		if rec := s.hot.Swap(nil); rec != nil {
 			idle = append(idle, rec)
 		}
+		for j := range s.ring {
+			if rec := s.ring[j].Swap(nil); rec != nil {
+				idle = append(idle, rec)
+			}
+		}
 		s.mu.Lock()
 		idle = append(idle, s.free...)
 		s.free = nil

@@ -90,8 +90,19 @@ type recordShard struct {
 	exports atomic.Int64
 	mu      sync.Mutex
 	free    []*exportRecord
-	_       [128 - 64 - 48]byte
+	// ring delays the reuse of released records: a record waits here
+	// until reuseDelay more of its shard's exports have been released, so
+	// that a consumer's second deleter call within that window finds its
+	// export already claimed (refused and counted) instead of a newer
+	// export in the same block.
+	ring    [reuseDelay]atomic.Pointer[exportRecord]
+	ringPos atomic.Uint32
+	_       [64]byte
 }
+
+// reuseDelay is how many releases of a shard a released record waits
+// before it can serve another export.
+const reuseDelay = 8
 
 // exportCount is the number of Go-memory exports not yet released, kept
 // per shard.
@@ -149,6 +160,9 @@ func getRecord() *exportRecord {
 func putRecord(rec *exportRecord) {
 	rec.base, rec.size, rec.owner = nil, 0, nil
 	s := &records[rec.shard]
+	if rec = s.ring[s.ringPos.Add(1)%reuseDelay].Swap(rec); rec == nil {
+		return
+	}
 	if s.hot.CompareAndSwap(nil, rec) {
 		return
 	}
