@@ -5,8 +5,9 @@ package dlpack
 // released; it leaves records in use alone. Exports after it allocate new
 // records as needed. Safe to call at any time, from any goroutine.
 //
-// Without it, idle records are bounded by the free lists: at most 4,097 per
-// shard and 16 shards, 65,552 records, each keeping a 232-byte C block
+// Without it, idle records are bounded by the free lists: at most 4,105 per
+// shard (the free list, the hot slot and the reuse ring) and 16 shards,
+// 65,680 records, each keeping a 232-byte C block
 // (Stats.KeptBlocks counts them: about 15 MB of C memory at most) and about
 // 240 bytes of Go memory for the record and its handle. A burst of n
 // exports outstanding at once leaves min(n, that bound) idle records
