@@ -191,6 +191,10 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 		d.Data = unsafe.Pointer(unsafe.SliceData(t.buf))
 		d.Size = uintptr(len(t.buf))
 		d.ByteOffset = t.offset
+	} else {
+		// An empty array may have no values buffer at all; its tensor still
+		// gets a valid, aligned CPU address, as every consumer expects.
+		d.Data = emptyData
 	}
 	d.DType = t.st.dt
 	d.Shape = t.shape
@@ -200,6 +204,13 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Owner = &exportRef{ref: t.ref, keep: t.keep}
 	return nil
 }
+
+// emptyData is the 64-byte aligned address of every empty tensor: a
+// package variable, which pinning ignores.
+var (
+	emptyBlock [128]byte
+	emptyData  = unsafe.Pointer(&emptyBlock[(64-uintptr(unsafe.Pointer(&emptyBlock))%64)%64])
+)
 
 // exportRef is the references one export holds.
 type exportRef struct {
