@@ -43,6 +43,7 @@ type Tensor struct {
 	shape    []int64
 	strides  []int64 // in elements; nil = compact row-major
 	released atomic.Bool
+	exp      exportRef // the Owner of every export: one reference each
 }
 
 // FromArray describes arr as a tensor without copying: a 1-d tensor for
@@ -62,7 +63,7 @@ func FromArray(arr arrow.Array) (*Tensor, error) {
 		return nil, err
 	}
 	arr.Retain()
-	return &Tensor{ref: arr, buf: l.buf, offset: uint64(l.first) * uint64(l.st.dt.ItemSize()), st: l.st,
+	return &Tensor{ref: arr, exp: exportRef{ref: arr}, buf: l.buf, offset: uint64(l.first) * uint64(l.st.dt.ItemSize()), st: l.st,
 		shape: append([]int64{int64(arr.Len())}, l.inner...)}, nil
 }
 
@@ -127,7 +128,7 @@ func FromTensor(t tensor.Interface) (*Tensor, error) {
 			Why: fmt.Sprintf("elements reach bytes [%d, %d)", lo*size, (hi+1)*size)}
 	}
 	t.Retain()
-	return &Tensor{ref: t, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
+	return &Tensor{ref: t, exp: exportRef{ref: t}, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
 }
 
 // Export is FromArray(arr) and its DLPack(req) in one call: the managed
@@ -201,7 +202,7 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Strides = t.strides
 	d.Device = dlpack.CPUDevice
 	d.ReadOnly = true
-	d.Owner = &exportRef{ref: t.ref, keep: t.keep}
+	d.Owner = &t.exp
 	return nil
 }
 
@@ -212,19 +213,17 @@ var (
 	emptyData  = unsafe.Pointer(&emptyBlock[(64-uintptr(unsafe.Pointer(&emptyBlock))%64)%64])
 )
 
-// exportRef is the references one export holds.
-type exportRef struct {
-	ref, keep retainer
-	done      atomic.Bool
-}
+// exportRef releases the references an export took in DescribeTensor.
+// One value serves every export of a Tensor: the consumer calls
+// ReleaseTensor exactly once per successful DescribeTensor (dlpack.Source's
+// contract), and each call drops that export's references.
+type exportRef struct{ ref, keep retainer }
 
 // ReleaseTensor implements dlpack.Releaser.
 func (e *exportRef) ReleaseTensor() {
-	if e.done.CompareAndSwap(false, true) {
-		e.ref.Release()
-		if e.keep != nil {
-			e.keep.Release()
-		}
+	e.ref.Release()
+	if e.keep != nil {
+		e.keep.Release()
 	}
 }
 

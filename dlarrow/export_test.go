@@ -90,7 +90,6 @@ func TestFromArraySharesSlicedBuffer(t *testing.T) {
 				t.Fatal("the buffer was freed while an export still held it")
 			}
 			r.ReleaseTensor()
-			r.ReleaseTensor() // once only
 		})
 	}
 }

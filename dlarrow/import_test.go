@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlarrow"
+	"github.com/godlpack/dlpack/internal/cshim"
 	"github.com/godlpack/dlpack/minifloat"
 )
 
@@ -173,5 +174,30 @@ func TestToTensor(t *testing.T) {
 	defer h.Close()
 	if _, err := dlarrow.ToTensor(h); !errors.Is(err, dlarrow.ErrType) {
 		t.Errorf("ToTensor(float16): %v", err)
+	}
+}
+
+// Device memory is refused by every way in, and the deleter still runs
+// once, when the caller closes the Foreign.
+func TestIntoArrowRefusesDeviceMemory(t *testing.T) {
+	mem := checked(t)
+	ct := cshim.Make(cshim.Spec{Major: 1, DeviceType: int32(dlpack.CUDA), NDim: 1, Code: uint8(dlpack.CodeFloat), Bits: 32, Lanes: 1,
+		Shape: []int64{4}, Strides: []int64{1}, DataAddr: 0x10000})
+	f, err := dlpack.Import(ct.Ptr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dlarrow.ToArray(f); !errors.Is(err, dlpack.ErrDevice) {
+		t.Errorf("ToArray of CUDA memory: %v", err)
+	}
+	if _, err := dlarrow.ToTensor(f); !errors.Is(err, dlpack.ErrDevice) {
+		t.Errorf("ToTensor of CUDA memory: %v", err)
+	}
+	if _, err := dlarrow.CopyToArray(f, mem); !errors.Is(err, dlpack.ErrDevice) {
+		t.Errorf("CopyToArray of CUDA memory: %v", err)
+	}
+	f.Close()
+	if n := ct.Deletes(); n != 1 {
+		t.Errorf("deleter ran %d times", n)
 	}
 }
