@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlarrow"
 	"github.com/godlpack/dlpack/internal/cshim"
@@ -164,4 +165,68 @@ func TestArrowRoundTrip(t *testing.T) {
 		t.Error("value lost")
 	}
 	back.Release()
+}
+
+// Exports of one Tensor from many goroutines, released in any order: the
+// array's count ends at zero (the race detector sees the Go side).
+func TestConcurrentExports(t *testing.T) {
+	mem := checked(t)
+	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Float32, "[1, 2, 3, 4]")
+	tn, err := dlarrow.FromArray(arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr.Release()
+	done := make(chan error)
+	for g := range 8 {
+		go func() {
+			for range 200 {
+				if g%2 == 0 {
+					m, err := tn.DLPack(dlpack.DefaultRequest())
+					if err != nil {
+						done <- err
+						return
+					}
+					m.Release()
+				} else {
+					f, err := dlpack.From(tn)
+					if err != nil {
+						done <- err
+						return
+					}
+					f.Close()
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	tn.Release()
+}
+
+// An empty array (no values buffer at all) answers every request: shared
+// with a valid address, or copied for a legacy consumer.
+func TestEmptyArrayEveryRequest(t *testing.T) {
+	arr := array.NewData(arrow.PrimitiveTypes.Float64, 0, []*memory.Buffer{nil, nil}, nil, 0, 0)
+	col := array.MakeFromData(arr)
+	arr.Release()
+	defer col.Release()
+	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
+		m, err := dlarrow.Export(col, req)
+		if err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+		f, err := m.Import()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Len() != 0 || f.DataAddr() == 0 || f.DataAddr()%64 != 0 {
+			t.Errorf("%+v: len %d at %#x", req, f.Len(), f.DataAddr())
+		}
+		f.Close()
+	}
 }
