@@ -29,21 +29,21 @@ type retainer interface {
 // array, Release drops that reference, and every export retains it again
 // until its consumer's deleter runs (from any goroutine or C thread), so
 // the buffer outlives both the Tensor and the array the caller holds.
-// A Tensor is not safe for use after Release; its exports stay valid.
+// Exports may be made from many goroutines at once, but not while Release
+// runs; after Release they fail with dlpack.ErrClosed, and those already
+// made stay valid.
 //
 // The data is always marked read-only (Arrow buffers are immutable): a
 // consumer that asks for a writable tensor, or for a legacy one (which
 // cannot carry the flag), gets a copy unless it forbids copies.
 type Tensor struct {
-	ref      retainer // the array or Arrow tensor, retained
-	keep     retainer // a second reference held for the same time (a mapped file), or nil
-	buf      []byte   // the buffer the elements lie in
-	offset   uint64   // bytes from buf[0] to the first element
+	refs     exportRef // the array or Arrow tensor (and a mapped file); also the Owner of every export
+	buf      []byte    // the buffer the elements lie in
+	offset   uint64    // bytes from buf[0] to the first element
 	st       storage
 	shape    []int64
 	strides  []int64 // in elements; nil = compact row-major
 	released atomic.Bool
-	exp      exportRef // the Owner of every export: one reference each
 }
 
 // FromArray describes arr as a tensor without copying: a 1-d tensor for
@@ -63,7 +63,7 @@ func FromArray(arr arrow.Array) (*Tensor, error) {
 		return nil, err
 	}
 	arr.Retain()
-	return &Tensor{ref: arr, exp: exportRef{ref: arr}, buf: l.buf, offset: uint64(l.first) * uint64(l.st.dt.ItemSize()), st: l.st,
+	return &Tensor{refs: exportRef{ref: arr}, buf: l.buf, offset: uint64(l.first) * uint64(l.st.dt.ItemSize()), st: l.st,
 		shape: append([]int64{int64(arr.Len())}, l.inner...)}, nil
 }
 
@@ -128,7 +128,7 @@ func FromTensor(t tensor.Interface) (*Tensor, error) {
 			Why: fmt.Sprintf("elements reach bytes [%d, %d)", lo*size, (hi+1)*size)}
 	}
 	t.Retain()
-	return &Tensor{ref: t, exp: exportRef{ref: t}, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
+	return &Tensor{refs: exportRef{ref: t}, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
 }
 
 // Export is FromArray(arr) and its DLPack(req) in one call: the managed
@@ -164,10 +164,7 @@ func (t *Tensor) Unit() string { return t.st.unit }
 // keep their own. It is idempotent.
 func (t *Tensor) Release() {
 	if t.released.CompareAndSwap(false, true) {
-		t.ref.Release()
-		if t.keep != nil {
-			t.keep.Release()
-		}
+		t.refs.ReleaseTensor()
 	}
 }
 
@@ -184,9 +181,9 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if t.released.Load() {
 		return &dlpack.FieldError{Field: "dlarrow.Tensor", Value: "released", Err: dlpack.ErrClosed}
 	}
-	t.ref.Retain()
-	if t.keep != nil {
-		t.keep.Retain()
+	t.refs.ref.Retain()
+	if t.refs.keep != nil {
+		t.refs.keep.Retain()
 	}
 	if len(t.buf) > 0 {
 		d.Data = unsafe.Pointer(unsafe.SliceData(t.buf))
@@ -202,7 +199,7 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Strides = t.strides
 	d.Device = dlpack.CPUDevice
 	d.ReadOnly = true
-	d.Owner = &t.exp
+	d.Owner = &t.refs
 	return nil
 }
 
@@ -213,10 +210,11 @@ var (
 	emptyData  = unsafe.Pointer(&emptyBlock[(64-uintptr(unsafe.Pointer(&emptyBlock))%64)%64])
 )
 
-// exportRef releases the references an export took in DescribeTensor.
-// One value serves every export of a Tensor: the consumer calls
-// ReleaseTensor exactly once per successful DescribeTensor (dlpack.Source's
-// contract), and each call drops that export's references.
+// exportRef is a set of references: the array (or Arrow tensor) and,
+// for a file's column, the mapping. One value serves the Tensor and every
+// export of it: the consumer calls ReleaseTensor exactly once per
+// successful DescribeTensor (dlpack.Source's contract), and each call
+// drops the references that export took.
 type exportRef struct{ ref, keep retainer }
 
 // ReleaseTensor implements dlpack.Releaser.

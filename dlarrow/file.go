@@ -126,7 +126,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 			Why: "its buffer was decompressed into new memory; write the file uncompressed to share it"}
 	}
 	f.m.Retain()
-	t.keep, t.exp.keep = f.m, f.m
+	t.refs.keep = f.m
 	return t, nil
 }
 
