@@ -7,7 +7,9 @@
 // values buffer: a 1-d tensor for int8..int64, uint8..uint64, float16,
 // float32, float64 and the temporal types (their integer storage; Unit
 // names the unit), an (N, w1, w2, ...) tensor for (nested)
-// FixedSizeLists of those. FromChunked gives one tensor per chunk of a
+// FixedSizeLists of those; FromField also reads Arrow's canonical
+// fixed_shape_tensor extension (an (N, d1, d2, ...) tensor, permutation
+// included) from a field's metadata. FromChunked gives one tensor per chunk of a
 // column, FromTensor an N-d tensor of an arrow/tensor value (byte strides
 // become element strides), and File.Column a column of an Arrow IPC file
 // (Feather v2) read through a memory map. A Tensor is a dlpack.Source and

@@ -50,14 +50,18 @@ type Tensor struct {
 // int8..int64, uint8..uint64, float16, float32, float64 and the temporal
 // types (date32/64, time32/64, timestamp, duration: their integer storage,
 // see Unit); an (N, w) tensor for a FixedSizeList<w> of those, and an
-// (N, w1, w2, ...) tensor for nested FixedSizeLists. A sliced array gives
-// a tensor starting at its offset.
+// (N, w1, w2, ...) tensor for nested FixedSizeLists, an (N, shape...)
+// tensor for Arrow's fixed_shape_tensor extension (see FromField). A
+// sliced array gives a tensor starting at its offset.
 //
 // It refuses arrays with nulls at any level (ErrNulls, with the count;
 // Copy replaces them), booleans (ErrBitPacked; Copy[bool] unpacks them),
 // and every other type (ErrType). FromArray retains arr; call Release on
 // the Tensor when no more exports are needed.
 func FromArray(arr arrow.Array) (*Tensor, error) {
+	if name, meta, storage, ok := extensionOf(arr); ok {
+		return fromExtension(name, meta, storage)
+	}
 	l, err := describe(arr, "array", 0, arr.Len())
 	if err != nil {
 		return nil, err

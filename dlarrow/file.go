@@ -100,7 +100,7 @@ func (f *File) Schema() *arrow.Schema { return f.rdr.Schema() }
 func (f *File) NumRecordBatches() int { return f.rdr.NumRecords() }
 
 // Column describes column col of record batch batch as a tensor pointing
-// into the mapping (see FromArray for the types it takes). The Tensor and
+// into the mapping (see FromField for the types it takes). The Tensor and
 // each of its exports keep the mapping alive; Release the Tensor when done.
 // It fails with dlpack.ErrClosed after Close, ErrBuffer for a compressed
 // column, and as FromArray otherwise.
@@ -116,7 +116,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 	if col < 0 || col >= int(rec.NumCols()) {
 		return nil, &dlpack.FieldError{Field: "column", Value: col, Err: dlpack.ErrShape, Why: fmt.Sprintf("the file has %d columns", rec.NumCols())}
 	}
-	t, err := FromArray(rec.Column(col))
+	t, err := FromField(rec.Schema().Field(col), rec.Column(col))
 	if err != nil {
 		return nil, fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 	}

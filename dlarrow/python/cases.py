@@ -1,12 +1,19 @@
 """The arrays of the side-by-side comparison with pyarrow: every numeric
 type, sliced, empty, with nulls, boolean, dictionary, string, binary,
-decimal, list, FixedSizeList, temporal."""
+decimal, list, FixedSizeList, the fixed_shape_tensor extension,
+temporal."""
 import datetime
 
 import numpy as np
 import pyarrow as pa
 
 NUMERIC = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"]
+
+
+def fixed_shape_tensor(permutation):
+    t = pa.fixed_shape_tensor(pa.float32(), (2, 3), permutation=permutation)
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(12, dtype=np.float32)), 6)
+    return pa.ExtensionArray.from_storage(t, storage)
 
 
 def cases():
@@ -32,6 +39,8 @@ def cases():
          pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(pa.array(np.arange(8, dtype=np.int16)), 2), 2)),
         ("fixed_size_list<int32>[2] with a null value",
          pa.FixedSizeListArray.from_arrays(pa.array([1, None, 3, 4], pa.int32()), 2)),
+        ("fixed_shape_tensor<float32>[2, 3]", fixed_shape_tensor(None)),
+        ("fixed_shape_tensor<float32>[2, 3] permutation [1, 0]", fixed_shape_tensor([1, 0])),
         ("date32", pa.array([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)])),
         ("date64", pa.array([datetime.date(2024, 1, 1)], pa.date64())),
         ("time32[s]", pa.array([1, 2], pa.time32("s"))),

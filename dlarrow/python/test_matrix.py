@@ -28,7 +28,7 @@ def outcome(make):
 
 def buffer_addr(arr, width):
     """Where the first value of arr lies in its pyarrow buffer."""
-    a = arr
+    a = arr.storage if isinstance(arr, pa.ExtensionArray) else arr
     while isinstance(a.type, pa.FixedSizeListType):
         a = a.flatten()
     b = a.buffers()[1]
@@ -76,6 +76,8 @@ def run_matrix():
             note_copy = None
         if jax_theirs["ok"] and (not jax_ours["ok"] or jax_ours["values"] != jax_theirs["values"]):
             kind, note = "bad", "JAX gets less from us than from pyarrow"
+        if not jax_theirs["ok"] and jax_ours["ok"] and kind == "same":
+            kind, note = "more", f"JAX: pyarrow refuses JAX's request ({jax_theirs['error'][:90]}...); dlarrow answers it"
         if jax_ours["ok"] != ours["ok"]:
             kind, note = "bad", "JAX and NumPy disagree on our tensor"
         jax = f"{'ok' if jax_theirs['ok'] else 'refused'} / {'ok' if jax_ours['ok'] else 'refused'}"

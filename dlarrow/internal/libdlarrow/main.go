@@ -31,6 +31,7 @@ import (
 // object is what Python refers to by id: an Arrow array (exported afresh
 // on each request) or a Tensor (a file column).
 type object struct {
+	field  arrow.Field
 	arr    arrow.Array
 	tensor *dlarrow.Tensor
 	file   *dlarrow.File
@@ -71,13 +72,13 @@ func dlarrow_init() C.int {
 //export dlarrow_import_c
 func dlarrow_import_c(arr, schema C.uintptr_t) C.int64_t {
 	carr := cdata.ArrayFromPtr(uintptr(arr))
-	_, a, err := cdata.ImportCArray(carr, cdata.SchemaFromPtr(uintptr(schema)))
+	field, a, err := cdata.ImportCArray(carr, cdata.SchemaFromPtr(uintptr(schema)))
 	if err != nil {
 		cdata.ReleaseCArrowArray(carr)
 		pycapsule.SetError(false, err.Error())
 		return -1
 	}
-	return register(&object{arr: a})
+	return register(&object{field: field, arr: a})
 }
 
 // dlarrow_arange returns the id of a Go-built float64 array 0, 1, ..., n-1
@@ -173,7 +174,7 @@ func dlarrow_dlpack(id C.int64_t, maxMajor, maxMinor, copyMode C.int) C.uintptr_
 	t := o.tensor
 	if t == nil {
 		var err error
-		if t, err = dlarrow.FromArray(o.arr); err != nil {
+		if t, err = dlarrow.FromField(o.field, o.arr); err != nil {
 			return fail(err)
 		}
 		defer t.Release()
@@ -196,7 +197,7 @@ func dlarrow_dlpack(id C.int64_t, maxMajor, maxMinor, copyMode C.int) C.uintptr_
 func dlarrow_unit(id C.int64_t, buf *C.char, n C.int) {
 	unit := ""
 	if o := lookup(id); o != nil && o.arr != nil {
-		if t, err := dlarrow.FromArray(o.arr); err == nil {
+		if t, err := dlarrow.FromField(o.field, o.arr); err == nil {
 			unit = t.Unit()
 			t.Release()
 		}
