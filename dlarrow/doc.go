@@ -29,9 +29,15 @@
 // forbids copies. Arrays with nulls (ErrNulls), booleans (ErrBitPacked)
 // and every other type (ErrType: dictionary, decimal, string, binary,
 // nested) are refused; Copy is the explicit copy that fills nulls and
-// unpacks booleans. arrow-go arrays carry no device: their memory is CPU
-// memory (Go heap from the Go allocator, which dlpack pins while a C
-// consumer holds it; C memory from cdata or the C allocator).
+// unpacks booleans.
+//
+// arrow-go arrays carry no device: their memory is CPU memory (Go heap
+// from the Go allocator, which dlpack pins while a C consumer holds it; C
+// memory from cdata or the C allocator; a file mapping). In v18.8.0
+// memory.Buffer has no device field, and the only device-aware entry of
+// arrow/cdata (the async device stream) refuses producers whose
+// device_type is not ARROW_DEVICE_CPU. So FromArray cannot meet device
+// memory; on the way in, device tensors are refused with dlpack.ErrDevice.
 //
 // # Into Arrow
 //
