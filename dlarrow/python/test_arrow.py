@@ -106,7 +106,10 @@ def mapped_ranges(path):
 
 def test_feather_file_mapped(tmp_path):
     path = tmp_path / "data.feather"
-    t = pa.table({"x": np.arange(1000.0), "s": ["a"] * 1000})
+    shape_t = pa.fixed_shape_tensor(pa.int32(), (2, 3))
+    tensors = pa.ExtensionArray.from_storage(
+        shape_t, pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6000, dtype=np.int32)), 6))
+    t = pa.table({"x": np.arange(1000.0), "s": ["a"] * 1000, "t": tensors})
     feather.write_feather(t, path, compression="uncompressed")
     f = godlarrow.MappedFile(path)
     col = f.column(0)
@@ -117,6 +120,9 @@ def test_feather_file_mapped(tmp_path):
     assert any(lo <= x.ctypes.data < hi for lo, hi in ranges), "the column is not in the mapping"
     with pytest.raises(BufferError, match="utf8"):
         f.column(1)
+    y = np.from_dlpack(f.column(2))  # the fixed_shape_tensor extension, through the file's field
+    assert y.shape == (1000, 2, 3) and (y == tensors.to_numpy_ndarray()).all()
+    del y
     f.close()
     del col
     gc.collect()
