@@ -28,22 +28,14 @@ func Copy[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T], error) {
 			bs[i] = b.Value(i)
 		}
 	} else {
-		st, err := storageOf(arr.DataType())
+		l, err := valuesOf(arr, "array", 0, n) // nulls are filled below
 		if err != nil {
 			return nil, err
 		}
-		if st.dt != want {
-			return nil, &dlpack.FieldError{Field: "array.type", Value: arr.DataType(), Err: dlpack.ErrTypeMismatch, Why: "stored as " + st.dt.String() + ", copied as " + want.String()}
-		}
-		l, err := describe(arr, "array", 0, 0) // the buffer checks only: nulls are filled below
-		if err != nil {
-			return nil, err
+		if l.st.dt != want {
+			return nil, &dlpack.FieldError{Field: "array.type", Value: arr.DataType(), Err: dlpack.ErrTypeMismatch, Why: "stored as " + l.st.dt.String() + ", copied as " + want.String()}
 		}
 		if n > 0 {
-			if (l.first+n)*st.dt.ItemSize() > len(l.buf) {
-				_, err := describe(arr, "array", 0, n)
-				return nil, err
-			}
 			copy(out, unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(l.buf))), l.first+n)[l.first:])
 		}
 	}

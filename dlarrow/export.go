@@ -253,6 +253,12 @@ func describe(arr arrow.Array, path string, start, n int) (layout, error) {
 		l.inner = append([]int64{int64(w)}, l.inner...)
 		return l, nil
 	}
+	return valuesOf(arr, path, start, n)
+}
+
+// valuesOf locates the n values of a primitive (or temporal) array from
+// element start in its values buffer, without looking at nulls.
+func valuesOf(arr arrow.Array, path string, start, n int) (layout, error) {
 	st, err := storageOf(arr.DataType())
 	if err != nil {
 		if path != "array" {
@@ -260,6 +266,7 @@ func describe(arr arrow.Array, path string, start, n int) (layout, error) {
 		}
 		return layout{}, err
 	}
+	data := arr.Data()
 	var buf []byte
 	if bs := data.Buffers(); len(bs) > 1 && bs[1] != nil {
 		buf = bs[1].Bytes()
