@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow
 	@echo "== all checks passed"
 
 fmt-check:
@@ -59,7 +59,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
 	done
 
-EXAMPLES := quickstart clib gonum
+EXAMPLES := quickstart clib gonum arrow
 examples:
 	@echo "== examples run and end with nothing outstanding"
 	@for e in $(EXAMPLES); do \
@@ -142,6 +142,14 @@ images: $(VENV)/.installed
 	$(IMGRUN) -m pytest -q -p no:cacheprovider examples/png/tests
 	@out="$$($(IMGRUN) examples/png/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the PNG example did not end with nothing outstanding"; exit 1; }
+# dlarrow side by side with pyarrow: the c-shared library libdlarrow, the
+# protocol, import and mapped-file tests, the 100,000-round soaks, and the
+# generated comparison docs/arrow-matrix.md.
+arrow: $(VENV)/.installed
+	@echo "== dlarrow with pyarrow, NumPy and JAX (through the c-shared library libdlarrow)"
+	$(GO) build -buildmode=c-shared -o .build/libdlarrow.so ./dlarrow/internal/libdlarrow
+	DLARROW_LIB=$(CURDIR)/.build/libdlarrow.so DLARROW_MATRIX=$(CURDIR)/docs/arrow-matrix.md \
+		$(VENV)/bin/python -m pytest -q -p no:cacheprovider dlarrow/python
 
 # The Rust dlpark crate as a peer: a C-ABI static library built by cargo
 # (crates.io), linked into the Go tests of internal/dlparkpeer (tag dlpark).

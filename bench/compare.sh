@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
 # Side-by-side DLPack exchange costs measured in one run on this machine:
-# the C floor, this library's paths, NumPy's from_dlpack round trip and the
+# the C floor, this library's paths, NumPy's and pyarrow's from_dlpack round trips and the
 # Rust dlpark crate's round trip. Run it as `make compare`. It installs what
-# it needs: a virtualenv with NumPy (.venv-bench) and the dlpark crate.
+# it needs: a virtualenv with NumPy and pyarrow (.venv-bench) and the dlpark crate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NUMPY_VERSION=${NUMPY_VERSION:-2.4.6}
+PYARROW_VERSION=${PYARROW_VERSION:-26.0.1}
 COUNT=${COUNT:-7}
 
 echo "== building the peers" >&2
 if [ ! -x .venv-bench/bin/python ]; then
 	python3 -m venv .venv-bench >&2
 fi
-.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" >&2
+.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" "pyarrow==$PYARROW_VERSION" >&2
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
 gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo|ProtocolGoToGo|ProtocolProduce)$' -count "$COUNT" .)
+gobench+=$'\n'$(go test -run '^$' -bench '^BenchmarkArrowProduce$' -count "$COUNT" ./dlarrow)
 numpy_ns=$(.venv-bench/bin/python bench/numpy_roundtrip.py)
+pyarrow_ns=$(.venv-bench/bin/python bench/pyarrow_roundtrip.py)
 dlpark_ns=$(bench/dlpark/target/release/dlpark-roundtrip)
 
 median() { # name -> median ns/op of the Go benchmark
@@ -41,4 +44,6 @@ row "Go: Go -> Go round trip" "Export, then Borrow + Slice of the same tensor" "
 row "Go: protocol, Go -> Go (From)" "From(an Array), Slice, Close: no C, no pinning, no handle" "$(median ProtocolGoToGo)"
 row "Go: protocol, Produce + C release" "an Array handed to a C consumer by Produce; C reads the header and calls the deleter" "$(median ProtocolProduce)"
 row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy and back in, array dropped" "$numpy_ns"
+row "Go: Arrow column, Produce + C release" "an arrow-go float32 column (1024 values) handed to a C consumer by dlarrow; C reads the header and calls the deleter (Retain ... Release)" "$(median ArrowProduce)"
+row "pyarrow $PYARROW_VERSION: np.from_dlpack(a)" "a pyarrow float32 array (1024 values) to NumPy through pyarrow's versioned capsule, array dropped" "$pyarrow_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"

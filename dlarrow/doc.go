@@ -1,0 +1,63 @@
+// Package dlarrow shares Apache Arrow Go memory (github.com/apache/arrow-go/v18)
+// with DLPack consumers and producers, in both directions, without copying.
+//
+// # Out of Arrow (what pyarrow's __dlpack__ does, and more)
+//
+// FromArray describes an arrow.Array as a read-only CPU tensor sharing its
+// values buffer: a 1-d tensor for int8..int64, uint8..uint64, float16,
+// float32, float64 and the temporal types (their integer storage; Unit
+// names the unit), an (N, w1, w2, ...) tensor for (nested)
+// FixedSizeLists of those; FromField also reads Arrow's canonical
+// fixed_shape_tensor extension (an (N, d1, d2, ...) tensor, permutation
+// included) from a field's metadata. FromChunked gives one tensor per chunk of a
+// column, FromTensor an N-d tensor of an arrow/tensor value (byte strides
+// become element strides), and File.Column a column of an Arrow IPC file
+// (Feather v2) read through a memory map. A Tensor is a dlpack.Source and
+// a dlpack.Producer:
+//
+//	t, err := dlarrow.FromArray(arr)           // retains arr
+//	if err != nil { return err }               // nulls, booleans, strings, ...
+//	defer t.Release()
+//	m, err := dlpack.Produce(t, dlpack.DefaultRequest()) // hand m to C, Rust, Python
+//
+// Arrow's reference count and DLPack's deleter are joined: every export
+// retains the array (and the mapped file) and its deleter releases it, so
+// the memory lives exactly as long as the last of the caller, the Tensor
+// and every consumer needs it. The tensor is marked read-only, as Arrow
+// memory is immutable; a consumer that asks for a writable tensor or a
+// legacy one (which cannot carry the flag) gets a copy, or an error if it
+// forbids copies. Arrays with nulls (ErrNulls), booleans (ErrBitPacked)
+// and every other type (ErrType: dictionary, decimal, string, binary,
+// nested) are refused; Copy is the explicit copy that fills nulls and
+// unpacks booleans.
+//
+// arrow-go arrays carry no device: their memory is CPU memory (Go heap
+// from the Go allocator, which dlpack pins while a C consumer holds it; C
+// memory from cdata or the C allocator; a file mapping). In v18.8.0
+// memory.Buffer has no device field, and the only device-aware entry of
+// arrow/cdata (the async device stream) refuses producers whose
+// device_type is not ARROW_DEVICE_CPU. So FromArray cannot meet device
+// memory; on the way in, device tensors are refused with dlpack.ErrDevice.
+//
+// # Into Arrow
+//
+// ToArray wraps a compact CPU tensor as an arrow.Array sharing its memory
+// (a primitive array for 1-d, nested FixedSizeLists for N-d); ToTensor
+// wraps any tensor with non-negative strides as an arrow/tensor value. The
+// Arrow buffer's allocator closes the Foreign when Arrow frees the buffer,
+// so the producer's deleter runs at the array's last Release. CopyToArray
+// is the explicit copy for strided and bool tensors.
+//
+// # Memory-mapped IPC files
+//
+// arrow-go has two IPC file readers. ipc.NewFileReader reads through an
+// io.ReaderAt and copies every record batch body into new memory, even
+// when the reader is a bytes.Reader over a memory map;
+// ipc.NewMappedFileReader takes the bytes and slices every buffer out of
+// them (TestIPCReadersCopyOrShare shows both). OpenFile maps the file and
+// uses the second, and reference-counts the mapping: it is unmapped when
+// the File is closed and the last Tensor and export of its columns are
+// released. Compressed bodies are decompressed by arrow-go into new
+// memory; File.Column refuses such columns (ErrBuffer) rather than copy
+// behind a zero-copy name.
+package dlarrow

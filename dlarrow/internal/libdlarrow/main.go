@@ -1,0 +1,272 @@
+// Command libdlarrow is a C shared library that puts package dlarrow inside
+// a Python process, for the tests that compare it with pyarrow:
+//
+//	go build -buildmode=c-shared -o libdlarrow.so ./dlarrow/internal/libdlarrow
+//
+// pyarrow arrays arrive through the Arrow C Data Interface (arrow/cdata)
+// and leave as DLPack capsules (package pycapsule); DLPack capsules arrive
+// and leave as Arrow C arrays. godlarrow.py loads it with ctypes.PyDLL
+// (every call holds the GIL).
+package main
+
+// #include <stdint.h>
+// #include <stdlib.h>
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/cdata"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlarrow"
+	"github.com/godlpack/dlpack/pycapsule"
+)
+
+// object is what Python refers to by id: an Arrow array (exported afresh
+// on each request) or a Tensor (a file column).
+type object struct {
+	field  arrow.Field
+	arr    arrow.Array
+	tensor *dlarrow.Tensor
+	file   *dlarrow.File
+}
+
+var (
+	mu      sync.Mutex
+	objects = map[int64]*object{}
+	nextID  int64
+)
+
+func register(o *object) C.int64_t {
+	mu.Lock()
+	defer mu.Unlock()
+	nextID++
+	objects[nextID] = o
+	return C.int64_t(nextID)
+}
+
+func lookup(id C.int64_t) *object {
+	mu.Lock()
+	defer mu.Unlock()
+	return objects[int64(id)]
+}
+
+//export dlarrow_init
+func dlarrow_init() C.int {
+	if pycapsule.Init() != nil {
+		return -1
+	}
+	return 0
+}
+
+// dlarrow_import_c takes a pyarrow array exported with
+// Array._export_to_c(array, schema) and returns its id, or -1 with a
+// ValueError set (the C array is then released).
+//
+//export dlarrow_import_c
+func dlarrow_import_c(arr, schema C.uintptr_t) C.int64_t {
+	carr := cdata.ArrayFromPtr(uintptr(arr))
+	field, a, err := cdata.ImportCArray(carr, cdata.SchemaFromPtr(uintptr(schema)))
+	if err != nil {
+		cdata.ReleaseCArrowArray(carr)
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	return register(&object{field: field, arr: a})
+}
+
+// dlarrow_arange returns the id of a Go-built float64 array 0, 1, ..., n-1
+// (Go allocator: Go heap memory).
+//
+//export dlarrow_arange
+func dlarrow_arange(n C.int64_t) C.int64_t {
+	b := array.NewFloat64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	for i := range int64(n) {
+		b.Append(float64(i))
+	}
+	return register(&object{arr: b.NewArray()})
+}
+
+// dlarrow_open_file maps an Arrow IPC file; returns its id or -1 with a
+// ValueError set.
+//
+//export dlarrow_open_file
+func dlarrow_open_file(path *C.char) C.int64_t {
+	f, err := dlarrow.OpenFile(C.GoString(path))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	return register(&object{file: f})
+}
+
+// dlarrow_file_column returns the id of a column of an open file (a
+// Tensor pointing into the mapping), or -1 with a BufferError set.
+//
+//export dlarrow_file_column
+func dlarrow_file_column(file C.int64_t, batch, col C.int) C.int64_t {
+	o := lookup(file)
+	if o == nil || o.file == nil {
+		pycapsule.SetError(false, "dlarrow: no such file")
+		return -1
+	}
+	t, err := o.file.Column(int(batch), int(col))
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	return register(&object{tensor: t})
+}
+
+// dlarrow_free releases what an id refers to (an array, a Tensor, or a
+// File); exports keep their own references.
+//
+//export dlarrow_free
+func dlarrow_free(id C.int64_t) {
+	mu.Lock()
+	o := objects[int64(id)]
+	delete(objects, int64(id))
+	mu.Unlock()
+	switch {
+	case o == nil:
+	case o.arr != nil:
+		o.arr.Release()
+	case o.tensor != nil:
+		o.tensor.Release()
+	case o.file != nil:
+		o.file.Close()
+	}
+}
+
+// request is the Go form of __dlpack__'s arguments: maxMajor < 0 is
+// max_version=None; copyMode -1 None, 0 False, 1 True.
+func request(maxMajor, maxMinor, copyMode C.int) dlpack.Request {
+	var req dlpack.Request
+	if maxMajor >= 0 {
+		req.MaxVersion = dlpack.Version{Major: uint32(maxMajor), Minor: uint32(maxMinor)}
+	}
+	switch copyMode {
+	case 0:
+		req.Copy = dlpack.CopyNever
+	case 1:
+		req.Copy = dlpack.CopyAlways
+	}
+	return req
+}
+
+// dlarrow_dlpack answers __dlpack__ for an id: a new capsule reference, or
+// 0 with a BufferError set.
+//
+//export dlarrow_dlpack
+func dlarrow_dlpack(id C.int64_t, maxMajor, maxMinor, copyMode C.int) C.uintptr_t {
+	o := lookup(id)
+	fail := func(err error) C.uintptr_t { pycapsule.SetError(true, err.Error()); return 0 }
+	if o == nil || o.file != nil {
+		return fail(errors.New("dlarrow: no such array"))
+	}
+	t := o.tensor
+	if t == nil {
+		var err error
+		if t, err = dlarrow.FromField(o.field, o.arr); err != nil {
+			return fail(err)
+		}
+		defer t.Release()
+	}
+	m, err := t.DLPack(request(maxMajor, maxMinor, copyMode))
+	if err != nil {
+		return fail(err)
+	}
+	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
+	if capsule == 0 { // Python set the error; the tensor is still ours
+		m.Release()
+	}
+	return C.uintptr_t(capsule)
+}
+
+// dlarrow_unit writes the temporal unit of an id's tensor ("" for numbers
+// and for arrays Go refuses) into buf (NUL-terminated, at most n bytes).
+//
+//export dlarrow_unit
+func dlarrow_unit(id C.int64_t, buf *C.char, n C.int) {
+	unit := ""
+	if o := lookup(id); o != nil && o.arr != nil {
+		if t, err := dlarrow.FromField(o.field, o.arr); err == nil {
+			unit = t.Unit()
+			t.Release()
+		}
+	}
+	out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	out[copy(out[:len(out)-1], unit)] = 0
+}
+
+// dlarrow_to_arrow consumes a DLPack capsule (borrowed reference), wraps
+// its tensor as an Arrow array sharing its memory (copying only with
+// copy != 0), and exports that through the C Data Interface into the
+// zeroed structs at arr and schema. Returns 0, or -1 with an exception
+// set (ValueError for a used capsule, BufferError for a refused tensor).
+//
+//export dlarrow_to_arrow
+func dlarrow_to_arrow(capsule, arr, schema C.uintptr_t, copyMode C.int) C.int {
+	m, versioned, err := pycapsule.Consume(uintptr(capsule))
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	var f dlpack.Foreign
+	if versioned {
+		f, err = dlpack.Import(m)
+	} else {
+		f, err = dlpack.ImportLegacy(m)
+	}
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	var a arrow.Array
+	if copyMode != 0 {
+		a, err = dlarrow.CopyToArray(f, memory.DefaultAllocator)
+		f.Close()
+	} else if a, err = dlarrow.ToArray(f); err != nil {
+		f.Close()
+	}
+	if err != nil {
+		pycapsule.SetError(true, err.Error())
+		return -1
+	}
+	defer a.Release() // the C array holds its own reference
+	cdata.ExportArrowArray(a, cdata.ArrayFromPtr(uintptr(arr)), cdata.SchemaFromPtr(uintptr(schema)))
+	return 0
+}
+
+// dlarrow_outstanding is dlpack.Outstanding: exports not yet released.
+//
+//export dlarrow_outstanding
+func dlarrow_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
+
+// dlarrow_live is the number of ids not yet freed.
+//
+//export dlarrow_live
+func dlarrow_live() C.int64_t {
+	mu.Lock()
+	defer mu.Unlock()
+	return C.int64_t(len(objects))
+}
+
+// dlarrow_go_heap runs a GC and returns the Go heap in use, in bytes.
+//
+//export dlarrow_go_heap
+func dlarrow_go_heap() C.int64_t {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return C.int64_t(ms.HeapAlloc)
+}
+
+func main() {}
