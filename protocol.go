@@ -282,6 +282,12 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 
 const maxInt64 = 1<<63 - 1
 
+// hostReadable reports whether the CPU can read (and so copy) a described
+// tensor: its memory is given as Data, or it is an empty CPU tensor.
+func hostReadable(d *Description, c *checked) bool {
+	return d.Data != nil || (c.numel == 0 && c.device.Type == CPU)
+}
+
 // negotiate decides, for a checked description and a request, whether the
 // consumer gets the memory itself or a copy, and checks the rest of the
 // request. hostData says whether the CPU can read the memory.
@@ -362,7 +368,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 	err := checkDescription(c, d, ps.dims[:])
 	var copyData bool
 	if err == nil {
-		copyData, err = negotiate(c, req, d.Data != nil)
+		copyData, err = negotiate(c, req, hostReadable(d, c))
 	}
 	if err == nil && req.HasStream && c.device.Type != CPU && !copyData {
 		if ss, ok := s.(StreamSyncer); ok {
@@ -577,7 +583,7 @@ func fromSource(src Source, req Request, opts []ImportOption) (Foreign, error) {
 	err := checkDescription(&s.c, d, s.dims[:])
 	var copyData bool
 	if err == nil {
-		copyData, err = negotiate(&s.c, req, d.Data != nil)
+		copyData, err = negotiate(&s.c, req, hostReadable(d, &s.c))
 	}
 	if err == nil && !copyData {
 		s.deleter, s.self = 0, 0

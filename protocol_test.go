@@ -483,3 +483,20 @@ func TestManagedZero(t *testing.T) {
 	_, err := m.Import()
 	assert.True(t, errors.Is(err, dlpack.ErrNilPointer))
 }
+
+// An empty CPU tensor described with nil Data is copied like any other
+// when the request needs a copy (a read-only one for a legacy consumer).
+func TestEmptyNilDataCopies(t *testing.T) {
+	a := &dlpack.Array[float64]{Shape: []int64{0}, ReadOnly: true}
+	m, err := a.DLPack(dlpack.Request{})
+	require.NoError(t, err)
+	require.NotNil(t, m.Legacy)
+	f, err := m.Import()
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), f.Len())
+	require.NoError(t, f.Close())
+	g, err := dlpack.FromRequest(a, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways})
+	require.NoError(t, err)
+	assert.True(t, g.IsCopied())
+	require.NoError(t, g.Close())
+}
