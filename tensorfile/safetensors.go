@@ -1,0 +1,342 @@
+package tensorfile
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+)
+
+// MaxSafetensorsHeader is the largest safetensors header accepted (100 MB,
+// the reference implementation's limit).
+const MaxSafetensorsHeader = 100_000_000
+
+// stEntry is one tensor of a parsed safetensors header.
+type stEntry struct {
+	name       string
+	dtype      dlpack.DataType
+	shape      []int64
+	strides    []int64
+	begin, end int64 // in the data section
+}
+
+type stHeader struct {
+	entries  []stEntry // sorted by offset
+	meta     map[string]string
+	dataBase int64 // 8 + header length
+}
+
+// parseSafetensors parses and validates the header of the safetensors file
+// b (the whole file: the data section's size is checked against the
+// offsets): a little-endian u64 length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {str: str}}, then the data. Like the reference implementation it
+// requires the tensors to tile the data section exactly, in any order.
+func parseSafetensors(b []byte) (*stHeader, error) {
+	if len(b) < 8 {
+		return nil, fieldErr(ErrTruncated, "file size", len(b), "shorter than the 8-byte header length")
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > MaxSafetensorsHeader {
+		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
+	}
+	if n > uint64(len(b)-8) {
+		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", len(b)))
+	}
+	hdr := b[8 : 8+n]
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr), " "), 40)), "must be a JSON object starting with '{'")
+	}
+	if !utf8.Valid(hdr) {
+		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
+	}
+	h := &stHeader{dataBase: 8 + int64(n)}
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	jsonErr := func(err error) error {
+		return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %v", dec.InputOffset(), err))
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, jsonErr(err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		name := tok.(string) // object keys are strings
+		if seen[name] {
+			return nil, fieldErr(ErrFormat, "header", name, "the name appears twice")
+		}
+		seen[name] = true
+		if name == "__metadata__" {
+			if err := dec.Decode(&h.meta); err != nil {
+				return nil, fieldErr(ErrFormat, "__metadata__", "invalid", "must be an object of strings: "+jsonWhy(err))
+			}
+			continue
+		}
+		var info struct {
+			DType       *string       `json:"dtype"`
+			Shape       []uint64      `json:"shape"`
+			DataOffsets []json.Number `json:"data_offsets"`
+		}
+		if err := dec.Decode(&info); err != nil {
+			return nil, fieldErr(ErrFormat, strconv.Quote(name), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}: "+jsonWhy(err))
+		}
+		e, err := checkEntry(name, info.DType, info.Shape, info.DataOffsets)
+		if err != nil {
+			return nil, err
+		}
+		h.entries = append(h.entries, e)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, jsonErr(err)
+	}
+	if rest := bytes.TrimLeft(hdr[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(rest), " "), 40)), "text after the JSON object")
+	}
+	return h, h.checkOffsets(int64(len(b)) - h.dataBase)
+}
+
+func checkEntry(name string, dtype *string, shape []uint64, offs []json.Number) (stEntry, error) {
+	field := strconv.Quote(name)
+	e := stEntry{name: name}
+	if dtype == nil || shape == nil || offs == nil {
+		return e, fieldErr(ErrFormat, field, "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
+	}
+	dt, err := parseSafetensorsDType(field+".dtype", *dtype)
+	if err != nil {
+		return e, err
+	}
+	e.dtype = dt
+	if len(offs) != 2 {
+		return e, fieldErr(ErrFormat, field+".data_offsets", offs, "must be [begin, end]")
+	}
+	var be [2]int64
+	for i, o := range offs {
+		v, err := strconv.ParseInt(string(o), 10, 64)
+		if err != nil || v < 0 {
+			return e, fieldErr(ErrTruncated, field+".data_offsets", offs, "offsets must be non-negative integers inside the file")
+		}
+		be[i] = v
+	}
+	e.begin, e.end = be[0], be[1]
+	e.shape = make([]int64, len(shape))
+	for i, d := range shape {
+		if d > 1<<63-1 {
+			return e, fieldErr(ErrLayout, field+".shape", shape, "dimension overflows int64")
+		}
+		e.shape[i] = int64(d)
+	}
+	nbytes, strides, err := layout(field+".shape", e.shape, dt.ItemSize(), false)
+	if err != nil {
+		return e, err
+	}
+	e.strides = strides
+	if e.end < e.begin {
+		return e, fieldErr(ErrLayout, field+".data_offsets", offs, "end before begin")
+	}
+	if e.end-e.begin != nbytes {
+		return e, fieldErr(ErrLayout, field+".data_offsets", offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", e.end-e.begin, e.shape, dt, nbytes))
+	}
+	return e, nil
+}
+
+// checkOffsets sorts the entries by offset and requires them to tile the
+// data section [0, size) exactly: no gap, no overlap, nothing past the end.
+func (h *stHeader) checkOffsets(size int64) error {
+	slices.SortStableFunc(h.entries, func(a, b stEntry) int {
+		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
+	})
+	at := int64(0)
+	for _, e := range h.entries {
+		field := strconv.Quote(e.name) + ".data_offsets"
+		if e.end > size {
+			return fieldErr(ErrTruncated, field, []int64{e.begin, e.end}, fmt.Sprintf("past the end of the data (%d bytes)", size))
+		}
+		if e.begin != at {
+			why := "overlaps the tensor before it"
+			if e.begin > at {
+				why = fmt.Sprintf("leaves a gap of %d bytes after offset %d", e.begin-at, at)
+			}
+			return fieldErr(ErrLayout, field, []int64{e.begin, e.end}, why)
+		}
+		at = e.end
+	}
+	if at != size {
+		return fieldErr(ErrTruncated, "data", size, fmt.Sprintf("the tensors cover %d bytes of the %d-byte data section", at, size))
+	}
+	return nil
+}
+
+// OpenSafetensors maps the safetensors file at path (read-only unless
+// ReadWrite) and returns its tensors, each a view of the mapping (the
+// data section starts right after the header, at 8 + N), ordered by
+// offset, and its __metadata__. Nothing of the data is read. Dtypes:
+// BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64, F8_E4M3
+// (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
+// and F6 types fail with ErrDType.
+func OpenSafetensors(path string, opts ...Option) (*File, error) {
+	m, writable, err := mapFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{m: m, writable: writable}
+	if err := f.loadSafetensors(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *File) loadSafetensors() error {
+	h, err := parseSafetensors(f.m.data)
+	if err != nil {
+		return err
+	}
+	f.meta = h.meta
+	for _, e := range h.entries {
+		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
+		if t.nbytes > 0 {
+			t.data = unsafe.Pointer(&f.m.data[h.dataBase+e.begin])
+		}
+		if err := f.add(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Named is a tensor to write under a name.
+type Named struct {
+	Name   string
+	Tensor dlpack.Producer // a Foreign, a dlpack.Array, a Buffer, a Tensor of a File...
+}
+
+// WriteSafetensors writes tensors (any strides, any of the dtypes
+// OpenSafetensors reads except F8_E8M0) and metadata (may be nil) to w
+// as a safetensors file, laid out as the reference implementation does:
+// tensors sorted by decreasing item size, then name, so each is aligned
+// for its type; the JSON header lists __metadata__ first, then the tensors
+// in data order, and is padded with spaces to a multiple of 8 bytes. Each
+// tensor is taken with dlpack.From and released before WriteSafetensors
+// returns.
+func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) error {
+	type item struct {
+		name  string
+		f     dlpack.Foreign
+		dtype string
+		size  int
+	}
+	items := make([]item, 0, len(tensors))
+	defer func() {
+		for _, it := range items {
+			it.f.Close()
+		}
+	}()
+	seen := map[string]bool{"__metadata__": true}
+	for _, nt := range tensors {
+		if seen[nt.Name] {
+			return fieldErr(ErrFormat, "name", nt.Name, "repeated or reserved")
+		}
+		seen[nt.Name] = true
+		f, err := dlpack.From(nt.Tensor)
+		if err != nil {
+			return err
+		}
+		items = append(items, item{name: nt.Name, f: f})
+		it := &items[len(items)-1]
+		if it.dtype, err = safetensorsName(f.DataType()); err != nil {
+			return err
+		}
+		if f.DataType() == dlpack.Float8E8M0FNU {
+			return fieldErr(ErrDType, "dtype", f.DataType(), "no Go element type to write it with")
+		}
+		it.size = f.DataType().ItemSize()
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.name, b.name))
+	})
+	var hdr bytes.Buffer
+	enc := json.NewEncoder(&hdr)
+	enc.SetEscapeHTML(false)
+	str := func(s string) {
+		enc.Encode(s)
+		hdr.Truncate(hdr.Len() - 1) // Encode's newline
+	}
+	hdr.WriteByte('{')
+	if metadata != nil {
+		keys := slices.Sorted(func(yield func(string) bool) {
+			for k := range metadata {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		hdr.WriteString(`"__metadata__":{`)
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			str(k)
+			hdr.WriteByte(':')
+			str(metadata[k])
+		}
+		hdr.WriteByte('}')
+	}
+	off := int64(0)
+	for i, it := range items {
+		if i > 0 || metadata != nil {
+			hdr.WriteByte(',')
+		}
+		str(it.name)
+		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.dtype)
+		for j, d := range it.f.Shape() {
+			if j > 0 {
+				hdr.WriteByte(',')
+			}
+			hdr.WriteString(strconv.FormatInt(d, 10))
+		}
+		nb := it.f.Len() * int64(it.size)
+		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+nb)
+		off += nb
+	}
+	hdr.WriteByte('}')
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(hdr.Len()))
+	bw.Write(n[:])
+	bw.Write(hdr.Bytes())
+	for _, it := range items {
+		if err := writeElements(bw, it.f); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// jsonWhy says what was wrong with a JSON value without Go type names.
+func jsonWhy(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%q is a JSON %s", te.Field, te.Value)
+		}
+		return "a JSON " + te.Value
+	}
+	return err.Error()
+}
