@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark bench compare files
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark files
 	@echo "== all checks passed"
 
 fmt-check:
@@ -51,12 +51,15 @@ nocgo:
 # with Go before 1.27 a duration budget can end in a spurious "context
 # deadline exceeded" failure (golang/go#75804).
 FUZZTIME ?= 100000x
-FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice
+# A target is Name (in package .) or ./pkg:Name.
+FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice \
+	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
 	@for t in $(FUZZ_TARGETS); do \
-		echo "-- $$t"; \
-		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+		pkg=.; case $$t in *:*) pkg=$${t%%:*}; t=$${t#*:};; esac; \
+		echo "-- $$pkg $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
 EXAMPLES := quickstart clib gonum
@@ -108,6 +111,15 @@ dlpark:
 	$(GO) vet -tags dlpark ./internal/dlparkpeer
 	$(GO) test -count=1 -tags dlpark -v -run . ./internal/dlparkpeer 2>&1 | grep -E '^(---|ok|FAIL|panic)|round trips'
 	$(GO) test -count=1 -tags dlpark -race -run 'Import|Export' ./internal/dlparkpeer
+
+# Tensor files (package tensorfile) against the real NumPy and safetensors
+# of the pinned venv: files each writes read bit for bit by the other,
+# NumPy sharing a Go mapping through DLPack, and the safetensors example.
+files: $(VENV)/.installed
+	@echo "== tensor files: NumPy and safetensors peers, examples/safetensors"
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
+	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -6,13 +6,6 @@ import (
 	"github.com/godlpack/dlpack"
 )
 
-// Test hooks.
-var (
-	ParseNPYHeader   = func(b []byte) error { _, err := parseNPYHeader(b); return err }
-	ParseSafetensors = func(b []byte) error { _, err := parseSafetensors(b); return err }
-	NPYPreamble      = npyPreamble
-)
-
 // Unmaps returns how many mappings have been unmapped so far.
 func Unmaps() int64 { return unmaps.Load() }
 

@@ -2,6 +2,7 @@ package tensorfile
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -76,8 +77,12 @@ func (m *mapping) release() {
 	}
 }
 
-// mapFile opens and maps path whole.
-func mapFile(path string, opts []Option) (*mapping, bool, error) {
+// openFile opens path, maps it whole and returns a File owning the
+// mapping, and the descriptor, for reading headers with pread: parsing
+// reads headers through the descriptor, never through the mapping, so
+// opening faults in no page of it (a fault in a large mapping of a file
+// is what makes opening cost more for a large file).
+func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	writable := false
 	for _, o := range opts {
 		writable = writable || o.writable
@@ -86,30 +91,47 @@ func mapFile(path string, opts []Option) (*mapping, bool, error) {
 	if writable {
 		flag = os.O_RDWR
 	}
-	f, err := os.OpenFile(path, flag, 0)
+	fd, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, 0, err
 	}
-	defer f.Close() // the mapping outlives the descriptor
-	st, err := f.Stat()
+	st, err := fd.Stat()
 	if err != nil {
-		return nil, false, err
+		fd.Close()
+		return nil, nil, 0, err
 	}
 	size := st.Size()
 	if size == 0 {
-		return nil, false, fieldErr(ErrTruncated, "file size", 0, "empty file")
+		fd.Close()
+		return nil, nil, 0, fieldErr(ErrTruncated, "file size", 0, "empty file")
 	}
 	if size != int64(int(size)) {
-		return nil, false, fieldErr(ErrTruncated, "file size", size, "larger than the address space")
+		fd.Close()
+		return nil, nil, 0, fieldErr(ErrTruncated, "file size", size, "larger than the address space")
 	}
-	data, err := mmapFile(f, size, writable)
+	data, err := mmapFile(fd, size, writable)
 	if err != nil {
-		return nil, false, fmt.Errorf("tensorfile: mapping %s: %w", path, err)
+		fd.Close()
+		return nil, nil, 0, fmt.Errorf("tensorfile: mapping %s: %w", path, err)
 	}
 	m := &mapping{data: data}
 	m.refs.Store(1)
 	liveMappings.Add(1)
-	return m, writable, nil
+	return &File{m: m, writable: writable}, fd, size, nil
+}
+
+// readPrefix reads the first min(n, size) bytes of fd.
+func readPrefix(fd io.ReaderAt, n, size int64) ([]byte, error) {
+	b := make([]byte, min(n, size))
+	if _, err := fd.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// at returns the address of byte off of the mapping, without touching it.
+func (m *mapping) at(off int64) unsafe.Pointer {
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.data)), off)
 }
 
 // Close drops the File's reference to its mapping (and to its copied

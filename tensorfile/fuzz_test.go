@@ -26,7 +26,7 @@ func FuzzNPYHeader(f *testing.F) {
 		f.Add(append(b3, s...))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parseNPYHeader(b)
+		h, err := parseNPYHeader(b, int64(len(b)))
 		if err != nil {
 			return
 		}
@@ -37,7 +37,8 @@ func FuzzNPYHeader(f *testing.F) {
 		if descr[0] == '=' {
 			return // the writer never writes '='
 		}
-		h2, err := parseNPYHeader(npyPreamble(descr, h.fortran, h.shape))
+		pre := npyPreamble(descr, h.fortran, h.shape)
+		h2, err := parseNPYHeader(pre, int64(len(pre)))
 		if err != nil {
 			t.Fatalf("the writer's header for %+v does not parse: %v", h, err)
 		}
@@ -61,7 +62,7 @@ func FuzzSafetensorsHeader(f *testing.F) {
 		f.Add(append(append(b, s...), make([]byte, 12)...))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := parseSafetensors(b)
+		h, err := parseSafetensors(b, int64(len(b)))
 		if err != nil {
 			return
 		}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/godlpack/dlpack"
 )
@@ -29,14 +28,14 @@ type npyHeader struct {
 	dataOffset   int64 // where the data starts
 }
 
-// parseNPYHeader parses the header at the start of b (which may hold more,
-// such as the whole file): magic, version 1.0, 2.0 or 3.0, the header
+// parseNPYHeader parses the header at the start of b, the first bytes of a
+// file of size bytes (all of the header, when it fits in the file): magic, version 1.0, 2.0 or 3.0, the header
 // length and the dict literal {'descr': ..., 'fortran_order': ...,
 // 'shape': (...)}, by a strict parser of exactly what NumPy writes (no
 // evaluation; keys in any order, trailing commas and spaces allowed).
-func parseNPYHeader(b []byte) (*npyHeader, error) {
-	if len(b) < 10 {
-		return nil, fieldErr(ErrTruncated, "file size", len(b), "shorter than the .npy preamble")
+func parseNPYHeader(b []byte, size int64) (*npyHeader, error) {
+	if len(b) < 10 || size < 10 {
+		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the .npy preamble")
 	}
 	if string(b[:6]) != npyMagic {
 		return nil, fieldErr(ErrFormat, "magic", fmt.Sprintf("%q", b[:6]), `not a .npy file (want "\x93NUMPY")`)
@@ -47,8 +46,8 @@ func parseNPYHeader(b []byte) (*npyHeader, error) {
 	case 1:
 		hlen, start = int64(binary.LittleEndian.Uint16(b[8:])), 10
 	case 2, 3:
-		if len(b) < 12 {
-			return nil, fieldErr(ErrTruncated, "file size", len(b), "shorter than the .npy 2.0 preamble")
+		if len(b) < 12 || size < 12 {
+			return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the .npy 2.0 preamble")
 		}
 		hlen, start = int64(binary.LittleEndian.Uint32(b[8:])), 12
 	default:
@@ -57,8 +56,8 @@ func parseNPYHeader(b []byte) (*npyHeader, error) {
 	if h.minor != 0 {
 		return nil, fieldErr(ErrFormat, "version", fmt.Sprintf("%d.%d", h.major, h.minor), "only 1.0, 2.0 and 3.0 exist")
 	}
-	if start+hlen > int64(len(b)) {
-		return nil, fieldErr(ErrTruncated, "header_len", hlen, fmt.Sprintf("past the end of the file (%d bytes)", len(b)))
+	if start+hlen > size || start+hlen > int64(len(b)) {
+		return nil, fieldErr(ErrTruncated, "header_len", hlen, fmt.Sprintf("past the end of the file (%d bytes)", size))
 	}
 	h.dataOffset = start + hlen
 	if err := h.parseDict(b[start : start+hlen]); err != nil {
@@ -256,12 +255,12 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 // converts them); object and structured dtypes with ErrDType; headers
 // that disagree with the file's size with ErrTruncated.
 func OpenNPY(path string, opts ...Option) (*File, error) {
-	m, writable, err := mapFile(path, opts)
+	f, fd, size, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	f := &File{m: m, writable: writable}
-	t, err := npyTensor(m.data, 0, int64(len(m.data)), "", !writable)
+	defer fd.Close()
+	t, err := npyTensor(f.m, io.NewSectionReader(fd, 0, size), 0, size, "", !f.writable)
 	if err == nil {
 		err = f.add(t)
 	}
@@ -272,11 +271,32 @@ func OpenNPY(path string, opts ...Option) (*File, error) {
 	return f, nil
 }
 
-// npyTensor parses the .npy held in whole[off:off+n] and returns a mapped
-// tensor of it.
-func npyTensor(whole []byte, off, n int64, name string, readOnly bool) (*Tensor, error) {
-	b := whole[off : off+n]
-	h, err := parseNPYHeader(b)
+// readNPYHeader reads the header of the .npy of n bytes in r.
+func readNPYHeader(r io.ReaderAt, n int64) (*npyHeader, error) {
+	pre, err := readPrefix(r, 12, n)
+	if err != nil {
+		return nil, err
+	}
+	if len(pre) >= 12 && string(pre[:6]) == npyMagic {
+		hlen := int64(binary.LittleEndian.Uint32(pre[8:]))
+		if pre[6] == 1 {
+			hlen = 10 + int64(binary.LittleEndian.Uint16(pre[8:]))
+		} else {
+			hlen += 12
+		}
+		if hlen > 12 && hlen <= n {
+			if pre, err = readPrefix(r, hlen, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return parseNPYHeader(pre, n)
+}
+
+// npyTensor parses the .npy of n bytes in r, which is at byte off of the
+// mapping m, and returns a mapped tensor of it.
+func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bool) (*Tensor, error) {
+	h, err := readNPYHeader(r, n)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +308,7 @@ func npyTensor(whole []byte, off, n int64, name string, readOnly bool) (*Tensor,
 	}
 	t := &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, readOnly: readOnly}
 	if h.nbytes > 0 {
-		t.data = unsafe.Pointer(&b[h.dataOffset])
+		t.data = m.at(off + h.dataOffset)
 	}
 	return t, nil
 }
@@ -349,7 +369,7 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 		}
 	}
 	if need > size {
-		need = size
+		need = int64(len(pre)) // parseNPYHeader reports the lie
 	}
 	if need > int64(len(pre)) {
 		rest := make([]byte, need-int64(len(pre)))
@@ -358,7 +378,7 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 		}
 		pre = append(pre, rest...)
 	}
-	h, err := parseNPYHeader(pre)
+	h, err := parseNPYHeader(pre, size)
 	if err != nil {
 		return nil, err
 	}

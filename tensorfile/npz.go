@@ -3,7 +3,6 @@ package tensorfile
 import (
 	"archive/zip"
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -33,21 +32,20 @@ const maxDeflateRatio = 1032
 // Every tensor is read-only. The archive's mapping and the copies live
 // until Close and every export's release, as for any File.
 func OpenNPZ(path string) (*File, error) {
-	m, _, err := mapFile(path, nil)
+	f, fd, size, err := openFile(path, nil)
 	if err != nil {
 		return nil, err
 	}
-	f := &File{m: m}
-	if err := f.loadNPZ(); err != nil {
+	defer fd.Close()
+	if err := f.loadNPZ(fd, size); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-func (f *File) loadNPZ() error {
-	data := f.m.data
-	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+func (f *File) loadNPZ(fd io.ReaderAt, size int64) error {
+	zr, err := zip.NewReader(fd, size)
 	if err != nil {
 		return fieldErr(ErrFormat, "archive", "not a zip archive", err.Error())
 	}
@@ -60,7 +58,7 @@ func (f *File) loadNPZ() error {
 		var t *Tensor
 		switch zf.Method {
 		case zip.Store:
-			t, err = f.storedMember(zf, name, field)
+			t, err = f.storedMember(fd, size, zf, name, field)
 		case zip.Deflate:
 			t, err = f.deflatedMember(zf, name, field)
 		default:
@@ -86,8 +84,7 @@ func wrapMember(field string, err error) error {
 	return err
 }
 
-func (f *File) storedMember(zf *zip.File, name, field string) (*Tensor, error) {
-	data := f.m.data
+func (f *File) storedMember(fd io.ReaderAt, size int64, zf *zip.File, name, field string) (*Tensor, error) {
 	off, err := zf.DataOffset()
 	if err != nil {
 		return nil, fieldErr(ErrFormat, field, "local header", err.Error())
@@ -96,10 +93,11 @@ func (f *File) storedMember(zf *zip.File, name, field string) (*Tensor, error) {
 	if zf.UncompressedSize64 != zf.CompressedSize64 {
 		return nil, fieldErr(ErrFormat, field, zf.UncompressedSize64, "stored member whose sizes differ")
 	}
-	if off < 0 || n < 0 || off > int64(len(data)) || n > int64(len(data))-off {
+	if off < 0 || n < 0 || off > size || n > size-off {
 		return nil, fieldErr(ErrTruncated, field, n, "past the end of the archive")
 	}
-	h, err := parseNPYHeader(data[off : off+n])
+	r := io.NewSectionReader(fd, off, n)
+	h, err := readNPYHeader(r, n)
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +105,9 @@ func (f *File) storedMember(zf *zip.File, name, field string) (*Tensor, error) {
 		return nil, err
 	}
 	if !h.bigEndian && (off+h.dataOffset)%int64(alignOf(h.dtype)) == 0 {
-		return npyTensor(data, off, n, name, true)
+		return npyTensor(f.m, r, off, n, name, true)
 	}
-	return copyNPY(f, bytes.NewReader(data[off:off+n]), n, name, true)
+	return copyNPY(f, r, n, name, true)
 }
 
 func (f *File) deflatedMember(zf *zip.File, name, field string) (*Tensor, error) {

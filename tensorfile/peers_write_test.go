@@ -137,7 +137,7 @@ func TestPeersGoWritesPythonReads(t *testing.T) {
 		if dt == "" {
 			dt = g.mlName
 		}
-		return manifestMember{Bin: bin, Shape: []int64{3, 1 + int64(indexOf(g) % 4), 2}, DType: dt}
+		return manifestMember{Bin: bin, Shape: []int64{3, 1 + int64(indexOf(g)%4), 2}, DType: dt}
 	}
 	create := func(name string, write func(*os.File) error) {
 		fh, err := os.Create(filepath.Join(dir, name))

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/godlpack/dlpack"
 )
@@ -37,22 +36,22 @@ type stHeader struct {
 	dataBase int64 // 8 + header length
 }
 
-// parseSafetensors parses and validates the header of the safetensors file
-// b (the whole file: the data section's size is checked against the
-// offsets): a little-endian u64 length N, N bytes of JSON
+// parseSafetensors parses and validates the header of a safetensors file
+// of size bytes whose first bytes are b (at least 8 + N of them; the data
+// section's size is checked against the offsets): a little-endian u64 length N, N bytes of JSON
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
 // {str: str}}, then the data. Like the reference implementation it
 // requires the tensors to tile the data section exactly, in any order.
-func parseSafetensors(b []byte) (*stHeader, error) {
-	if len(b) < 8 {
-		return nil, fieldErr(ErrTruncated, "file size", len(b), "shorter than the 8-byte header length")
+func parseSafetensors(b []byte, size int64) (*stHeader, error) {
+	if len(b) < 8 || size < 8 {
+		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
 	}
 	n := binary.LittleEndian.Uint64(b)
 	if n > MaxSafetensorsHeader {
 		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
 	}
-	if n > uint64(len(b)-8) {
-		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", len(b)))
+	if n > uint64(size-8) || n > uint64(len(b)-8) {
+		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", size))
 	}
 	hdr := b[8 : 8+n]
 	if len(hdr) == 0 || hdr[0] != '{' {
@@ -106,7 +105,7 @@ func parseSafetensors(b []byte) (*stHeader, error) {
 	if rest := bytes.TrimLeft(hdr[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(rest), " "), 40)), "text after the JSON object")
 	}
-	return h, h.checkOffsets(int64(len(b)) - h.dataBase)
+	return h, h.checkOffsets(size - h.dataBase)
 }
 
 func checkEntry(name string, dtype *string, shape []uint64, offs []json.Number) (stEntry, error) {
@@ -188,20 +187,31 @@ func (h *stHeader) checkOffsets(size int64) error {
 // (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
 // and F6 types fail with ErrDType.
 func OpenSafetensors(path string, opts ...Option) (*File, error) {
-	m, writable, err := mapFile(path, opts)
+	f, fd, size, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	f := &File{m: m, writable: writable}
-	if err := f.loadSafetensors(); err != nil {
+	defer fd.Close()
+	if err := f.loadSafetensors(fd, size); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-func (f *File) loadSafetensors() error {
-	h, err := parseSafetensors(f.m.data)
+func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
+	b, err := readPrefix(fd, 8, size)
+	if err != nil {
+		return err
+	}
+	if len(b) == 8 {
+		if n := binary.LittleEndian.Uint64(b); n <= MaxSafetensorsHeader && n <= uint64(size-8) {
+			if b, err = readPrefix(fd, 8+int64(n), size); err != nil {
+				return err
+			}
+		}
+	}
+	h, err := parseSafetensors(b, size)
 	if err != nil {
 		return err
 	}
@@ -209,7 +219,7 @@ func (f *File) loadSafetensors() error {
 	for _, e := range h.entries {
 		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
 		if t.nbytes > 0 {
-			t.data = unsafe.Pointer(&f.m.data[h.dataBase+e.begin])
+			t.data = f.m.at(h.dataBase + e.begin)
 		}
 		if err := f.add(t); err != nil {
 			return err

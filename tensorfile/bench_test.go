@@ -1,0 +1,77 @@
+package tensorfile_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// sparseFile writes head and extends the file to size bytes with a hole:
+// the data is never written (it reads as zeros).
+func sparseFile(b *testing.B, name string, head []byte, size int64) string {
+	p := filepath.Join(b.TempDir(), name)
+	if err := os.WriteFile(p, head, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// benchFiles are a safetensors file of 4 float32 tensors and a .npy
+// float32 array, each in a 1 KiB and a 1 GiB version.
+func benchFiles(b *testing.B, total int64) map[string]string {
+	per := total / 4 / 4 // float32 elements per tensor
+	js := "{"
+	for i := range int64(4) {
+		if i > 0 {
+			js += ","
+		}
+		js += fmt.Sprintf(`"t%d":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}`, i, per, i*per*4, (i+1)*per*4)
+	}
+	st := stBytes(js+"}", nil)
+	npy := npyBytes(fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", total/4), nil)
+	return map[string]string{
+		"safetensors": sparseFile(b, "b.safetensors", st, int64(len(st))+4*per*4),
+		"npy":         sparseFile(b, "b.npy", npy, int64(len(npy))+total),
+	}
+}
+
+// BenchmarkOpenExport opens a file, exports every tensor in it with
+// dlpack.From, releases them and closes the file. The 1 GiB and the 1 KiB
+// versions should cost the same: nothing reads the data.
+func BenchmarkOpenExport(b *testing.B) {
+	for _, size := range []struct {
+		name  string
+		bytes int64
+	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
+		files := benchFiles(b, size.bytes)
+		for _, format := range []string{"safetensors", "npy"} {
+			b.Run(format+"/"+size.name, func(b *testing.B) {
+				open := tensorfile.OpenSafetensors
+				if format == "npy" {
+					open = tensorfile.OpenNPY
+				}
+				for b.Loop() {
+					f, err := open(files[format])
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, t := range f.Tensors() {
+						x, err := dlpack.From(t)
+						if err != nil {
+							b.Fatal(err)
+						}
+						x.Close()
+					}
+					f.Close()
+				}
+			})
+		}
+	}
+}
