@@ -117,7 +117,7 @@ dlpark:
 # NumPy sharing a Go mapping through DLPack, and the safetensors example.
 files: $(VENV)/.installed
 	@echo "== tensor files: NumPy and safetensors peers, examples/safetensors"
-	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
 	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
 

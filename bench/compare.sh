@@ -40,3 +40,30 @@ row "Go: Buffer export + release on a warm C thread" "the same for C-heap memory
 row "Go: Go -> Go round trip" "Export, then Borrow + Slice of the same tensor" "$(median GoToGo)"
 row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy and back in, array dropped" "$numpy_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
+
+# Tensor files (package tensorfile): open a file and take every tensor in
+# it, for the same sparse files in Go, NumPy and safetensors.
+echo "== tensor files (Go x$COUNT, then NumPy and safetensors)" >&2
+.venv-bench/bin/python -m pip install -q "safetensors==0.8.0" >&2
+tfdir=$(mktemp -d)
+trap 'rm -rf "$tfdir"' EXIT
+.venv-bench/bin/python bench/tensorfiles.py make "$tfdir"
+tfgo=$(TENSORFILE_BENCH_DIR=$tfdir go test -run '^$' -bench '^BenchmarkOpenExport$' -count "$COUNT" ./tensorfile)
+tfpy=$(.venv-bench/bin/python bench/tensorfiles.py time "$tfdir")
+tfgomedian() {
+	echo "$tfgo" | awk -v n="BenchmarkOpenExport/$1-" 'index($1, n) == 1 { print $3 }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+tfpyns() { echo "$tfpy" | awk -v n="$1" '$1 == n { print $2 }'; }
+echo
+echo "| file | Go: Open, dlpack.From + Close of every tensor, Close (µs, median) | NumPy $NUMPY_VERSION: np.load(f, mmap_mode=\"r\") (µs) | safetensors 0.8.0: safe_open + get_tensor of every tensor (µs) |"
+echo "|---|---|---|---|"
+for size in 1KiB 1GiB; do
+	printf '| safetensors, 4 float32 tensors, %s | %.1f | | %.1f |\n' "$size" \
+		"$(echo "$(tfgomedian "safetensors/$size") / 1000" | bc -l)" "$(echo "$(tfpyns "safetensors/$size") / 1000" | bc -l)"
+	printf '| .npy, one float32 array, %s | %.1f | %.1f | |\n' "$size" \
+		"$(echo "$(tfgomedian "npy/$size") / 1000" | bc -l)" "$(echo "$(tfpyns "npy/$size") / 1000" | bc -l)"
+done
+for f in safetensors npy; do
+	printf '| %s: 1 GiB / 1 KiB | %.2f× | | |\n' "$f" "$(echo "$(tfgomedian "$f/1GiB") / $(tfgomedian "$f/1KiB")" | bc -l)"
+done

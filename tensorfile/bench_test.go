@@ -50,7 +50,16 @@ func BenchmarkOpenExport(b *testing.B) {
 		name  string
 		bytes int64
 	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
-		files := benchFiles(b, size.bytes)
+		var files map[string]string
+		if dir := os.Getenv("TENSORFILE_BENCH_DIR"); dir != "" {
+			// the files bench/tensorfiles.py made, for make compare
+			files = map[string]string{
+				"safetensors": filepath.Join(dir, "b-"+size.name+".safetensors"),
+				"npy":         filepath.Join(dir, "b-"+size.name+".npy"),
+			}
+		} else {
+			files = benchFiles(b, size.bytes)
+		}
 		for _, format := range []string{"safetensors", "npy"} {
 			b.Run(format+"/"+size.name, func(b *testing.B) {
 				open := tensorfile.OpenSafetensors

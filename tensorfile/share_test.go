@@ -3,9 +3,9 @@
 package tensorfile_test
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -18,7 +18,10 @@ import (
 func TestNumPySharesTheMapping(t *testing.T) {
 	py := python(t)
 	lib := filepath.Join(t.TempDir(), "libtensorfile.so")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin := os.Getenv("GO") // the go command that runs the tests (make sets GO)
+	if gobin == "" {
+		gobin = "go"
+	}
 	if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "./internal/libtensorfile").CombinedOutput(); err != nil {
 		t.Fatalf("building the c-shared library: %v\n%s", err, out)
 	}
