@@ -52,7 +52,7 @@ nocgo:
 # deadline exceeded" failure (golang/go#75804).
 FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
-FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice \
+FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
 	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"

@@ -346,3 +346,36 @@ func BenchmarkBufferExportReleaseWarmCThread(b *testing.B) {
 	defer buf.Close()
 	benchWarmCThread(b, func() (*dlpack.ManagedTensorVersioned, error) { return buf.Export(nil) })
 }
+
+// BenchmarkProtocolGoToGo: a Go-to-Go round trip through the protocol: a
+// Go consumer takes a Go producer's Array with From, views it as
+// []float32 and closes it. No C, no pinning, no handle.
+func BenchmarkProtocolGoToGo(b *testing.B) {
+	b.ReportAllocs()
+	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
+	for b.Loop() {
+		f, err := dlpack.From(a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dlpack.Slice[float32](f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+// BenchmarkProtocolProduce: a Go Array handed to a C consumer through the
+// protocol (Produce), which reads it and calls the deleter.
+func BenchmarkProtocolProduce(b *testing.B) {
+	b.ReportAllocs()
+	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
+	req := dlpack.DefaultRequest()
+	for b.Loop() {
+		m, err := a.DLPack(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cshim.BenchConsume(m.Pointer())
+	}
+}

@@ -28,6 +28,15 @@
 //	defer f.Close()
 //	ys, err := dlpack.Slice[float32](f)
 //
+// # The producer protocol
+//
+// A [Producer] hands out its tensor on request (the Go form of Python's
+// __dlpack__), and [From] takes any producer as a [Foreign]. A [Source]
+// only describes its memory and gets the rest from [Produce] and [From]:
+// [Array] (a Go slice with a shape), [Buffer], [Foreign] (an import handed
+// on, one release chain) and the bridges' types are Sources. Go to Go,
+// From uses no C at all.
+//
 // # Errors
 //
 // Everything read from a foreign tensor is data: a bad value returns an

@@ -57,6 +57,14 @@ var (
 	// ErrNoMemory: C memory for a managed struct or buffer could not be
 	// allocated.
 	ErrNoMemory = errors.New("dlpack: out of C memory")
+	// ErrRequest: a producer cannot honour a part of a consumer's Request
+	// (a stream for CPU data, an unknown copy mode); the FieldError names
+	// the part ("request.stream"). Device conflicts wrap ErrDevice and
+	// read-only conflicts ErrReadOnly instead.
+	ErrRequest = errors.New("dlpack: producer cannot honour the request")
+	// ErrBorrowed: a borrowed (scoped) import was to be handed on; it ends
+	// with its scope. Import it owned to hand it on.
+	ErrBorrowed = errors.New("dlpack: a borrowed tensor cannot outlive its scope")
 	// ErrCgoRequired: the operation needs cgo and the package was built
 	// with CGO_ENABLED=0.
 	ErrCgoRequired = errors.New("dlpack: this operation requires cgo (built with CGO_ENABLED=0)")

@@ -62,6 +62,19 @@ type foreignState struct {
 	goRec   *exportRecord  // ... and its record
 	dims    [16]int64      // shape and strides storage for ndim <= 8
 	extra   []int64        // shape and strides storage for larger ndim
+
+	// Owned imports (Import, From) can be handed on: holds counts the Go
+	// handle (until Close or the cleanup) plus every consumer of a
+	// re-export; the last to go releases the tensor. Scoped imports keep
+	// owned false.
+	holds      atomic.Int32
+	owned      bool
+	hasCleanup bool
+	// Go-to-Go imports (From a Source): no managed struct, no deleter;
+	// owner is the Source's Owner, released at the end.
+	native bool
+	owner  any
+	desc   Description // scratch for the Source's DescribeTensor
 }
 
 type importKind uint8
@@ -147,8 +160,7 @@ type leakArg struct {
 func releaseLeaked(a leakArg) {
 	if a.s.claim(a.gen) {
 		leakedImports.Add(1)
-		a.s.releaseClaimed(false)
-		a.s.recycle()
+		a.s.drop()
 	}
 }
 
@@ -161,6 +173,7 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 	gen := s.gen()
 	o := new(owner)
 	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
+	s.owned, s.hasCleanup = true, true
 	return Foreign{s: s, own: o, gen: gen}, nil
 }
 
@@ -310,7 +323,7 @@ const (
 // handle to it and returns the state to the pool.
 func (s *foreignState) endScope() {
 	if s.endClaim() {
-		s.releaseClaimed(false)
+		s.releaseClaimed()
 	}
 	s.recycle()
 }
@@ -348,7 +361,10 @@ func (s *foreignState) recycle() {
 
 // dropRefs drops the state's references out of itself (to an export of
 // ours that came back), so that an idle state keeps nothing alive.
-func (s *foreignState) dropRefs() { s.goBase, s.goBlock, s.goRec = nil, nil, nil }
+func (s *foreignState) dropRefs() {
+	s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
+	s.owned, s.native, s.hasCleanup, s.cleanup = false, false, false, runtime.Cleanup{}
+}
 
 // claim claims the release of an owned import of generation gen, and
 // moves the state to its next generation: every handle to it reads as
@@ -358,12 +374,16 @@ func (s *foreignState) claim(gen uint32) bool {
 	return s.st.CompareAndSwap(w|stOpen, nextGen(w))
 }
 
-// closeOwned releases an owned import if it is still open and returns its
-// state to the pool: the deleter is called once, whoever calls first.
+// closeOwned drops the Go handle's hold on an owned import if it is still
+// open: the tensor is released (the deleter called once, whoever calls
+// first) and the state returned to the pool now, or by the last consumer
+// of a re-export.
 func (s *foreignState) closeOwned(gen uint32) {
 	if s.claim(gen) {
-		s.releaseClaimed(true)
-		s.recycle()
+		if s.hasCleanup {
+			s.cleanup.Stop()
+		}
+		s.drop()
 	}
 }
 
@@ -374,19 +394,21 @@ func (s *foreignState) closeScoped(gen uint32) {
 	if !s.st.CompareAndSwap(w|stOpen, w|stReleasing) {
 		return
 	}
-	s.releaseClaimed(false)
+	s.releaseClaimed()
 	s.st.Store(w) // closed; a waiting endScope may go on
 }
 
-// releaseClaimed calls the deleter; the caller has claimed the release.
-// stop cancels the safety net of an owned import.
-func (s *foreignState) releaseClaimed(stop bool) {
-	if stop {
-		s.cleanup.Stop()
-	}
-	if s.goBlock != nil {
+// releaseClaimed releases the tensor: the producer's deleter, or the
+// Source's owner of a Go-to-Go import. The caller has claimed the release.
+func (s *foreignState) releaseClaimed() {
+	switch {
+	case s.native:
+		o := s.owner
+		s.owner = nil
+		releaseOwner(o)
+	case s.goBlock != nil:
 		releaseGoBlock(s.goBlock, s.goRec) // our own export: no trip through C and back
-	} else {
+	default:
 		callDeleter(s.deleter, s.self)
 	}
 	runtime.KeepAlive(s)
@@ -437,6 +459,7 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		return err
 	}
 	s.self = uintptr(p)
+	s.holds.Store(1)
 	return nil
 }
 
@@ -476,7 +499,7 @@ func (s *foreignState) settle(p unsafe.Pointer, legacy bool, opts []ImportOption
 			}
 		}
 	}
-	if s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy {
+	if s.deleter != 0 && (s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy) {
 		return s.adoptGoExport(p)
 	}
 	return nil
@@ -493,13 +516,13 @@ func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
 	if pre.magic == magicGo {
 		rec, _ = lookupExport(uintptr(pre.handle), pre.gen)
 	}
-	if rec == nil || (rec.base == nil && s.c.numel > 0) {
+	if rec == nil || (rec.base == nil && s.c.numel > 0 && s.c.device.Type == CPU) {
 		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")
 	}
 	s.goBlock, s.goRec = unsafe.Pointer(pre), rec
 	c := &s.c
-	if c.numel == 0 {
-		return nil
+	if c.numel == 0 || rec.base == nil {
+		return nil // empty, or device memory: no Go views
 	}
 	lo, hi, _ := c.byteSpan(c.dtype, false)
 	start := uintptr(rec.base)

@@ -48,6 +48,9 @@ type exportRecord struct {
 	// allocated at its first export and reused by every later one, so
 	// that an export needs no malloc and a release no free. Set once.
 	block unsafe.Pointer
+	// owner is a described export's Owner (Produce), kept until the
+	// release and then released.
+	owner any
 }
 
 // keptNDim is the most dimensions a record's own block holds; exports with
@@ -144,7 +147,7 @@ func getRecord() *exportRecord {
 // already moved on) to the shard it came from, so that exports released on
 // another thread (a C consumer's) refill the exporter's shard.
 func putRecord(rec *exportRecord) {
-	rec.base, rec.size = nil, 0
+	rec.base, rec.size, rec.owner = nil, 0, nil
 	s := &records[rec.shard]
 	if s.hot.CompareAndSwap(nil, rec) {
 		return
@@ -197,8 +200,10 @@ func releaseRecord(rec *exportRecord, gen uint64, block unsafe.Pointer) (freeBlo
 	if !kept {
 		oneOffExports.Add(-1)
 	}
+	o := rec.owner
 	goExports.add(rec, -1)
 	putRecord(rec)
+	releaseOwner(o)
 	return !kept
 }
 
@@ -416,11 +421,11 @@ func checkNDim(shape []int64) error {
 // overwritten: in a fresh malloc block those are garbage, and garbage that
 // looks like a bad heap pointer (or is Go's 0xdeaddeaddeaddead poison)
 // makes the GC abort the process.
-func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, data uintptr, dt DataType, p *plan) unsafe.Pointer {
+func writeBlock(block unsafe.Pointer, legacy bool, pre prefix, ctx, deleter, data uintptr, dt DataType, dev Device, p *plan) unsafe.Pointer {
 	n := p.ndim
 	*(*prefix)(block) = pre
 	m := unsafe.Add(block, unsafe.Sizeof(prefix{}))
-	t := Tensor{Data: data, Device: CPUDevice, NDim: int32(n), DType: dt}
+	t := Tensor{Data: data, Device: dev, NDim: int32(n), DType: dt}
 	if n > 0 {
 		dims := blockDims(block, legacy, n)
 		t.Shape, t.Strides = &dims[0], &dims[n]
@@ -486,7 +491,7 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	if legacy {
 		deleter = deleterGoLegacy
 	}
-	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, &p)
+	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, dt, CPUDevice, &p)
 	goExports.add(rec, 1)
 	return m, nil
 }
@@ -631,7 +636,7 @@ func (b *Buffer[T]) export(shape []int64, opts []ExportOption, legacy bool) (uns
 	if legacy {
 		deleter = deleterBufferLegacy
 	}
-	m := writeBlock(block, legacy, prefix{handle: uint64(uintptr(b.ctl)), magic: magicBuffer}, uintptr(b.ctl), deleter, data, DataTypeOf[T](), &p)
+	m := writeBlock(block, legacy, prefix{handle: uint64(uintptr(b.ctl)), magic: magicBuffer}, uintptr(b.ctl), deleter, data, DataTypeOf[T](), CPUDevice, &p)
 	atomic.AddInt64(bufferExports, 1)
 	return m, nil
 }

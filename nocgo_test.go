@@ -30,3 +30,17 @@ func TestWithoutCgo(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, dt.Validate())
 }
+
+// Go to Go needs no C: From takes an Array without cgo; handing it to C
+// (Produce) reports ErrCgoRequired.
+func TestProtocolWithoutCgo(t *testing.T) {
+	a := dlpack.NewArray([]float32{1, 2, 3, 4}, 2, 2)
+	f, err := dlpack.From(a)
+	require.NoError(t, err)
+	xs, err := dlpack.Slice[float32](f)
+	require.NoError(t, err)
+	assert.Equal(t, a.Data, xs)
+	require.NoError(t, f.Close())
+	_, err = a.DLPack(dlpack.DefaultRequest())
+	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
+}

@@ -101,7 +101,7 @@ func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (ext
 	}
 	// Compact row-major (the common case, and always when strides were
 	// NULL): the extent is [0, numel-1], nothing left to check.
-	if e.numel == 0 || isRowMajor(outShape, outStrides, e.numel) {
+	if e.numel == 0 || strides == nil || isRowMajor(outShape, outStrides, e.numel) {
 		e.contiguous = true
 		e.maxOff = max(e.numel-1, 0)
 		return e, nil

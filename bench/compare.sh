@@ -16,7 +16,7 @@ fi
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
-gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo)$' -count "$COUNT" .)
+gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo|ProtocolGoToGo|ProtocolProduce)$' -count "$COUNT" .)
 numpy_ns=$(.venv-bench/bin/python bench/numpy_roundtrip.py)
 dlpark_ns=$(bench/dlpark/target/release/dlpark-roundtrip)
 
@@ -38,6 +38,8 @@ row "Go: Export + C release" "Go lends a slice; C reads the header and calls the
 row "Go: Export + release on a warm C thread" "the deleter runs on a thread created in C" "$(median ExportReleaseWarmCThread)"
 row "Go: Buffer export + release on a warm C thread" "the same for C-heap memory: the deleter is pure C" "$(median BufferExportReleaseWarmCThread)"
 row "Go: Go -> Go round trip" "Export, then Borrow + Slice of the same tensor" "$(median GoToGo)"
+row "Go: protocol, Go -> Go (From)" "From(an Array), Slice, Close: no C, no pinning, no handle" "$(median ProtocolGoToGo)"
+row "Go: protocol, Produce + C release" "an Array handed to a C consumer by Produce; C reads the header and calls the deleter" "$(median ProtocolProduce)"
 row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy and back in, array dropped" "$numpy_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
 

@@ -1,0 +1,805 @@
+package dlpack
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// ---- The producer protocol -------------------------------------------------
+//
+// Every ecosystem that speaks DLPack has one producer protocol: Python's
+// __dlpack__ + __dlpack_device__, Rust dlpark's traits. This is Go's:
+//
+//   - A Producer answers a Request (the arguments of __dlpack__) with a
+//     Managed tensor, versioned or legacy as negotiated.
+//   - A Source only describes its memory (a Description); Produce gives it
+//     the whole producer side, and From takes it Go to Go without C.
+//   - From is the consumer entry: any Producer becomes a Foreign.
+//
+// Array (a Go slice with a shape), Buffer and Foreign are Sources and
+// Producers; the bridges (dlgonum, images, files, Arrow, ...) add theirs.
+
+// CopyMode is a consumer's copy request: Python's copy=None, False, True.
+type CopyMode int8
+
+const (
+	// CopyIfNeeded shares the memory when the request allows it and copies
+	// otherwise (read-only data for a legacy or writing consumer).
+	CopyIfNeeded CopyMode = iota
+	// CopyNever never copies: what cannot be shared is an error.
+	CopyNever
+	// CopyAlways always copies; versioned copies carry FlagIsCopied.
+	CopyAlways
+)
+
+// String returns "if-needed", "never" or "always".
+func (m CopyMode) String() string {
+	switch m {
+	case CopyIfNeeded:
+		return "if-needed"
+	case CopyNever:
+		return "never"
+	case CopyAlways:
+		return "always"
+	}
+	return "copy(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Request is what a consumer asks of a Producer: the Go form of the
+// arguments of Python's __dlpack__(stream, max_version, dl_device, copy),
+// plus whether the consumer will write.
+//
+// The zero Request asks for a legacy DLManagedTensor, as Python's
+// max_version=None does; Go consumers start from DefaultRequest.
+type Request struct {
+	// MaxVersion is the highest DLPack version the consumer reads. A major
+	// version below 1 asks for a legacy DLManagedTensor; 1 or more for a
+	// DLManagedTensorVersioned of this package's version.
+	MaxVersion Version
+	// Copy says whether the producer may, must or must not copy.
+	Copy CopyMode
+	// Device is the device the consumer wants the data on; the zero Device
+	// accepts the producer's own.
+	Device Device
+	// Stream is the consumer's stream (CUDA, ROCm), valid when HasStream.
+	// CPU tensors take no stream (-1, "no synchronisation", is accepted).
+	Stream    int64
+	HasStream bool
+	// Writable says the consumer will write the data: read-only data is
+	// then copied, or refused under CopyNever.
+	Writable bool
+}
+
+// DefaultRequest is the request From sends: a versioned tensor of this
+// package's version, shared when possible, on the producer's device.
+func DefaultRequest() Request { return Request{MaxVersion: CurrentVersion} }
+
+// Legacy reports whether the request asks for a legacy DLManagedTensor.
+func (r Request) Legacy() bool { return r.MaxVersion.Major < 1 }
+
+// Managed is a managed tensor handed from a producer to a consumer: exactly
+// one of its fields is set, as negotiated by the Request. Whoever holds it
+// owns it until it calls the deleter (Release) or hands it on (Import, a C
+// consumer, a Python capsule).
+type Managed struct {
+	Versioned *ManagedTensorVersioned
+	Legacy    *ManagedTensor
+}
+
+// Pointer returns the managed struct that is set, or nil.
+func (m Managed) Pointer() unsafe.Pointer {
+	if m.Versioned != nil {
+		return unsafe.Pointer(m.Versioned)
+	}
+	return unsafe.Pointer(m.Legacy)
+}
+
+// IsLegacy reports whether m holds a legacy DLManagedTensor.
+func (m Managed) IsLegacy() bool { return m.Versioned == nil && m.Legacy != nil }
+
+// Import takes ownership of m: Import or ImportLegacy, as its kind says.
+// On error m has been released.
+func (m Managed) Import(opts ...ImportOption) (Foreign, error) {
+	if m.IsLegacy() {
+		return ImportLegacy(unsafe.Pointer(m.Legacy), opts...)
+	}
+	return Import(unsafe.Pointer(m.Versioned), opts...)
+}
+
+// Release calls the tensor's deleter (if any): for a consumer that gives
+// up a tensor it will not use. The zero Managed is a no-op.
+func (m Managed) Release() {
+	switch {
+	case m.Versioned != nil:
+		callDeleter(m.Versioned.Deleter, uintptr(unsafe.Pointer(m.Versioned)))
+	case m.Legacy != nil:
+		callDeleter(m.Legacy.Deleter, uintptr(unsafe.Pointer(m.Legacy)))
+	}
+}
+
+// Producer is a Go value that holds a tensor and hands it out: the Go
+// counterpart of Python's __dlpack__ and __dlpack_device__.
+//
+// DLPack answers a Request with a managed tensor, versioned or legacy as
+// the request's MaxVersion says, FlagIsCopied set when it copied; or with
+// an error that wraps a sentinel and names the part of the request it
+// cannot honour ("request.copy", "request.max_version", "request.device",
+// "request.stream"). Types that implement Source get a correct DLPack from
+// Produce.
+type Producer interface {
+	DLPackDevice() Device
+	DLPack(req Request) (Managed, error)
+}
+
+// Source is the trait-like path of the protocol: a type that can describe
+// its memory gets the whole protocol (Produce for C, Python and Rust
+// consumers, From for Go ones) without writing an exporter.
+//
+// DescribeTensor fills d; it must not keep d. When it returns nil, the
+// consumer owns one reference to d.Owner: it keeps d.Owner reachable until
+// the last user of the tensor is done, and then, if d.Owner implements
+// Releaser, calls ReleaseTensor exactly once (also when the description is
+// then refused), from any goroutine or C thread.
+type Source interface {
+	DescribeTensor(d *Description) error
+}
+
+// Releaser is implemented by a Description's Owner that must learn when
+// the last consumer of a described tensor is done: to drop a reference
+// count, unmap a file, release an Arrow array. ReleaseTensor must not
+// panic; it may run on a thread Go did not create.
+type Releaser interface {
+	ReleaseTensor()
+}
+
+// StreamSyncer is implemented by Sources of device memory that can order
+// their pending work before a consumer's stream (Python's
+// __dlpack__(stream=...)). Produce calls it when a request names a stream
+// for a non-CPU tensor; without it the stream is not synchronised.
+type StreamSyncer interface {
+	SyncStream(dev Device, stream int64) error
+}
+
+// Description is what a Source says about its memory, as plainly as
+// image.RGBA says it: where, how big, which elements, who keeps it alive.
+type Description struct {
+	// Data is memory the CPU can read: Go memory (pinned while a C
+	// consumer holds it) or memory outside the Go heap (C, a file
+	// mapping). It is nil for device memory (see Addr); it may be nil for
+	// an empty tensor.
+	Data unsafe.Pointer
+	// Addr is the address of device memory that Go never dereferences;
+	// used only when Data is nil.
+	Addr uintptr
+	// Size is the number of bytes at Data (or Addr) that the tensor may
+	// reach: every element lies inside [Data, Data+Size).
+	Size uintptr
+	// DType is the element type.
+	DType DataType
+	// Shape and Strides (in elements; nil means compact row-major) give
+	// the elements, from ByteOffset bytes after Data: the first element
+	// (index 0 in every dimension). Strides may be zero or negative.
+	Shape      []int64
+	Strides    []int64
+	ByteOffset uint64
+	// Device is where the memory is; the zero Device means CPUDevice.
+	Device Device
+	// ReadOnly makes every consumer's tensor read-only: FlagReadOnly on
+	// versioned tensors, a copy for legacy ones (which cannot carry it).
+	ReadOnly bool
+	// Owner is kept reachable until the last consumer is done; if it
+	// implements Releaser, ReleaseTensor is called then, exactly once.
+	Owner any
+}
+
+// DescribeSlice sets d.Data, d.Size and d.DType to describe the elements
+// of xs (its length; the capacity beyond it is not the tensor's).
+func DescribeSlice[T Element](d *Description, xs []T) {
+	var z T
+	d.Data = unsafe.Pointer(unsafe.SliceData(xs))
+	d.Size = uintptr(len(xs)) * unsafe.Sizeof(z)
+	d.DType = DataTypeOf[T]()
+}
+
+// releaseOwner calls o's ReleaseTensor if it has one. A panic in it is
+// swallowed: it may be running under a C deleter, where a panic would kill
+// the process.
+func releaseOwner(o any) {
+	r, ok := o.(Releaser)
+	if !ok {
+		return
+	}
+	defer func() { _ = recover() }()
+	r.ReleaseTensor()
+}
+
+// checkDescription validates d and fills c as an import would: the same
+// checks, with errors naming "description.<field>". dims is storage for
+// the shape and strides.
+func checkDescription(c *checked, d *Description, dims []int64) error {
+	dev := d.Device
+	if dev == (Device{}) {
+		dev = CPUDevice
+	}
+	c.dtype, c.device, c.flags, c.version, c.legacy = d.DType, dev, 0, CurrentVersion, false
+	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !d.ReadOnly
+	c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+	if d.ReadOnly {
+		c.flags = FlagReadOnly
+	}
+	n := len(d.Shape)
+	if n > MaxNDim {
+		return fieldErr(ErrNDim, "description.shape", n, "ndim must be 0.."+strconv.Itoa(MaxNDim))
+	}
+	if err := d.DType.Validate(); err != nil {
+		return prefixed(err, "description.")
+	}
+	if err := dev.Validate(); err != nil {
+		return prefixed(err, "description.")
+	}
+	if d.Strides != nil && len(d.Strides) != n {
+		return fieldErr(ErrStrides, "description.strides", clone(d.Strides), "want "+strconv.Itoa(n)+" strides for the shape")
+	}
+	if cap(dims) < 2*n {
+		dims = make([]int64, 2*n)
+	}
+	var err error
+	if c.extent, err = checkDims(d.Shape, d.Strides, dims[:n:n], dims[n:2*n:2*n], "description."); err != nil {
+		return err
+	}
+	c.ndim, c.shape, c.strides = n, dims[:n:n], dims[n:2*n:2*n]
+	base := uintptr(d.Data)
+	if d.Data == nil {
+		base = d.Addr
+	}
+	if c.numel == 0 {
+		c.rawData, c.data = base, base
+		return nil
+	}
+	if base == 0 {
+		return fieldErr(ErrNullData, "description.data", "nil", strconv.FormatInt(c.numel, 10)+" elements")
+	}
+	if d.Data == nil && dev.Type == CPU {
+		return fieldErr(ErrNullData, "description.data", "nil", "CPU memory is described by Data, not Addr")
+	}
+	lo, hi, ok := c.byteSpan(d.DType, false)
+	if !ok || d.ByteOffset > uint64(maxInt64) {
+		return fieldErr(ErrOverflow, "description.strides", clone(c.strides), "byte extent overflows int64")
+	}
+	first := int64(d.ByteOffset)
+	if lo+first < 0 || uint64(hi+first) > uint64(d.Size) {
+		return fieldErr(ErrShape, "description.shape", clone(c.shape),
+			"with strides "+formatInts(c.strides)+" and byte offset "+strconv.FormatUint(d.ByteOffset, 10)+
+				" the tensor reaches bytes "+strconv.FormatInt(lo+first, 10)+".."+strconv.FormatInt(hi+first, 10)+
+				" of "+strconv.FormatUint(uint64(d.Size), 10))
+	}
+	c.rawData, c.data = base, base+uintptr(first)
+	return nil
+}
+
+const maxInt64 = 1<<63 - 1
+
+// negotiate decides, for a checked description and a request, whether the
+// consumer gets the memory itself or a copy, and checks the rest of the
+// request. hostData says whether the CPU can read the memory.
+func negotiate(c *checked, req Request, hostData bool) (copyData bool, err error) {
+	if req.Device != (Device{}) && req.Device != c.device {
+		return false, fieldErr(ErrDevice, "request.device", req.Device, "the tensor is on "+c.device.String()+"; this package does not move data between devices")
+	}
+	if req.HasStream && c.device.Type == CPU && req.Stream != -1 {
+		return false, fieldErr(ErrRequest, "request.stream", req.Stream, "CPU tensors take no stream")
+	}
+	if req.Copy > CopyAlways || req.Copy < CopyIfNeeded {
+		return false, fieldErr(ErrRequest, "request.copy", req.Copy, "unknown copy mode")
+	}
+	readOnly := !c.writable
+	copyData = req.Copy == CopyAlways || (readOnly && (req.Legacy() || req.Writable))
+	if !copyData {
+		return false, nil
+	}
+	if req.Copy == CopyNever {
+		if req.Legacy() {
+			return false, fieldErr(ErrReadOnly, "request.max_version", req.MaxVersion,
+				"read-only data needs a versioned tensor (legacy ones cannot carry the flag) or a copy, and the request forbids copies")
+		}
+		return false, fieldErr(ErrReadOnly, "request.copy", req.Copy, "the consumer will write read-only data, and the request forbids copies")
+	}
+	if !hostData {
+		return false, fieldErr(ErrDevice, "request.copy", req.Copy, "this package copies only memory the CPU can read; the tensor is on "+c.device.String())
+	}
+	if c.dtype.IsSubbyte() {
+		return false, fieldErr(ErrDataType, "request.copy", req.Copy, "copies of sub-byte types ("+c.dtype.String()+") are not supported")
+	}
+	return true, nil
+}
+
+// produceState is Produce's scratch: the Description handed to the Source
+// (a pointer passed to an interface method escapes) and the checked copy,
+// pooled so that an export allocates nothing.
+type produceState struct {
+	d    Description
+	c    checked
+	dims [2 * keptNDim]int64
+}
+
+var producePool = sync.Pool{New: func() any { return new(produceState) }}
+
+// Produce is the whole producer side of the protocol for a Source. It
+// validates the description, negotiates the request (versioned or legacy
+// by MaxVersion; read-only data copied for legacy and writing consumers
+// unless CopyNever; CopyAlways copies; the device must match; CPU tensors
+// take no stream), and hands out either the memory itself, with d.Owner
+// kept until the consumer's deleter runs, or a compact copy in 256-byte
+// aligned C memory that owes nothing to the source.
+//
+// Offsets are folded into the data pointer (byte_offset is 0, as consumers
+// that ignore byte_offset expect), strides are always sent, and Go memory
+// is pinned until the deleter. On error nothing is outstanding and the
+// owner has been released.
+func Produce(s Source, req Request) (Managed, error) {
+	if !cgoEnabled {
+		return Managed{}, ErrCgoRequired
+	}
+	ps := producePool.Get().(*produceState)
+	err := s.DescribeTensor(&ps.d)
+	var m Managed
+	if err == nil {
+		m, err = produceDescribed(ps, req, s)
+	}
+	ps.d = Description{}
+	ps.c.shape, ps.c.strides = nil, nil
+	producePool.Put(ps)
+	return m, err
+}
+
+// produceDescribed exports the description in ps, which the caller got
+// from s; it owns one reference to ps.d.Owner.
+func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) {
+	d, c := &ps.d, &ps.c
+	err := checkDescription(c, d, ps.dims[:])
+	var copyData bool
+	if err == nil {
+		copyData, err = negotiate(c, req, d.Data != nil)
+	}
+	if err == nil && req.HasStream && c.device.Type != CPU && !copyData {
+		if ss, ok := s.(StreamSyncer); ok {
+			err = ss.SyncStream(c.device, req.Stream)
+		}
+	}
+	if err != nil {
+		releaseOwner(d.Owner)
+		return Managed{}, err
+	}
+	legacy := req.Legacy()
+	if copyData {
+		var src unsafe.Pointer
+		if c.numel > 0 {
+			src = unsafe.Add(d.Data, d.ByteOffset)
+		}
+		p, err := exportCopy(c, src, legacy)
+		releaseOwner(d.Owner)
+		return managedOf(p, legacy), err
+	}
+	var base unsafe.Pointer
+	if c.numel > 0 {
+		base = d.Data
+	}
+	p, err := exportShared(c, base, d.Size, d.Owner, legacy)
+	if err != nil {
+		releaseOwner(d.Owner)
+	}
+	return managedOf(p, legacy), err
+}
+
+func managedOf(p unsafe.Pointer, legacy bool) Managed {
+	switch {
+	case p == nil:
+		return Managed{}
+	case legacy:
+		return Managed{Legacy: (*ManagedTensor)(p)}
+	}
+	return Managed{Versioned: (*ManagedTensorVersioned)(p)}
+}
+
+// exportShared lends described memory to a consumer through an export
+// record: Go memory at base is pinned, owner is kept and released by the
+// deleter. c is the checked description.
+func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, legacy bool) (unsafe.Pointer, error) {
+	rec := getRecord()
+	nd := c.ndim
+	oneOff := nd > keptNDim
+	var block unsafe.Pointer
+	if oneOff {
+		block = newBlock(legacy, nd)
+	} else {
+		if rec.block == nil {
+			rec.block = cKeptAlloc(keptBlockSize)
+		}
+		block = rec.block
+	}
+	if block == nil {
+		putRecord(rec)
+		return nil, ErrNoMemory
+	}
+	dims := blockDims(block, legacy, nd)
+	copy(dims[:nd], c.shape)
+	copy(dims[nd:], c.strides)
+	if oneOff {
+		oneOffExports.Add(1)
+	}
+	data := c.data
+	if c.numel == 0 {
+		data = emptyData
+	} else if base != nil {
+		rec.pinner.Pin(base)
+		rec.base, rec.size = base, size
+	}
+	rec.owner = owner
+	deleter := deleterGoVersioned
+	if legacy {
+		deleter = deleterGoLegacy
+	}
+	p := plan{extent: c.extent, ndim: nd, flags: c.flags & FlagReadOnly}
+	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, c.dtype, c.device, &p)
+	goExports.add(rec, 1)
+	return m, nil
+}
+
+// exportCopy copies the elements of a checked CPU tensor whose first
+// element is at src into a new compact row-major buffer and exports it
+// with a pure-C deleter; versioned copies carry FlagIsCopied, and
+// FlagReadOnly is dropped (the copy is the consumer's alone).
+func exportCopy(c *checked, src unsafe.Pointer, legacy bool) (unsafe.Pointer, error) {
+	item := int64(c.dtype.ItemSize())
+	nbytes, ok := mulCheck(c.numel, item)
+	if !ok || uint64(nbytes) > uint64(^uintptr(0)>>1)-2*bufferAlign {
+		return nil, fieldErr(ErrOverflow, "shape", clone(c.shape), "copy size overflows")
+	}
+	nd := c.ndim
+	block := newBlock(legacy, nd)
+	if block == nil {
+		return nil, ErrNoMemory
+	}
+	ctl := cBufferAlloc(uint64(nbytes))
+	if ctl == nil {
+		cFree(block)
+		return nil, fieldErr(ErrNoMemory, "shape", clone(c.shape), strconv.FormatInt(nbytes, 10)+" bytes")
+	}
+	dst := unsafe.Add(ctl, bufferDataOffset)
+	if c.numel > 0 {
+		copyStrided(dst, src, c.shape, c.strides, item)
+	}
+	dims := blockDims(block, legacy, nd)
+	e, _ := checkDims(c.shape, nil, dims[:nd:nd], dims[nd:2*nd:2*nd], "")
+	p := plan{extent: e, ndim: nd}
+	if !legacy {
+		p.flags = FlagIsCopied
+	}
+	deleter := deleterBufferVersioned
+	if legacy {
+		deleter = deleterBufferLegacy
+	}
+	m := writeBlock(block, legacy, prefix{handle: uint64(uintptr(ctl)), magic: magicBuffer}, uintptr(ctl), deleter, uintptr(dst), c.dtype, CPUDevice, &p)
+	atomic.AddInt64(bufferExports, 1)
+	return m, nil
+}
+
+// copyStrided copies the elements (item bytes each) of a strided tensor
+// whose first element is at src to dst in row-major order.
+func copyStrided(dst, src unsafe.Pointer, shape, strides []int64, item int64) {
+	if len(shape) == 0 {
+		copy(unsafe.Slice((*byte)(dst), item), unsafe.Slice((*byte)(src), item))
+		return
+	}
+	if isRowMajor(shape, strides, numelOf(shape)) {
+		n := numelOf(shape) * item
+		copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+		return
+	}
+	var walk func(dim int, s unsafe.Pointer)
+	off := int64(0)
+	walk = func(dim int, s unsafe.Pointer) {
+		st := strides[dim] * item
+		if dim == len(shape)-1 {
+			for i := int64(0); i < shape[dim]; i++ {
+				copy(unsafe.Slice((*byte)(unsafe.Add(dst, off)), item), unsafe.Slice((*byte)(unsafe.Add(s, i*st)), item))
+				off += item
+			}
+			return
+		}
+		for i := int64(0); i < shape[dim]; i++ {
+			walk(dim+1, unsafe.Add(s, i*st))
+		}
+	}
+	walk(0, src)
+}
+
+func numelOf(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// ---- The consumer entry ----------------------------------------------------
+
+// From takes any Producer's tensor as a Foreign, sending DefaultRequest
+// (RequireWritable among opts makes it a writing request).
+//
+// A Source (Array, Buffer, Foreign, the bridges' types) is taken Go to Go:
+// no C block, no pinning, no handle and no call into C; its Owner is kept
+// by the Foreign and released at Close. Other producers are asked through
+// DLPack and their tensor imported as Import does. The options apply as
+// for Import. On error nothing is held.
+func From(p Producer, opts ...ImportOption) (Foreign, error) {
+	req := DefaultRequest()
+	if hasOption(opts, importWritable) {
+		req.Writable = true
+	}
+	return FromRequest(p, req, opts...)
+}
+
+// FromRequest is From with the request stated: a copy forced or forbidden,
+// a stream, a legacy tensor.
+func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error) {
+	if src, ok := p.(Source); ok {
+		return fromSource(src, req, opts)
+	}
+	m, err := p.DLPack(req)
+	if err != nil {
+		return Foreign{}, err
+	}
+	if m.Pointer() == nil {
+		return Foreign{}, fieldErr(ErrNilPointer, "managed tensor", "NULL", "the producer returned no tensor and no error")
+	}
+	return m.Import(opts...)
+}
+
+// nativeOwner stands in for the owner of Go-to-Go imports whose source
+// needs no release: Close then goes the owned way, with no safety net to
+// stop.
+var nativeOwner = new(owner)
+
+// fromSource is the Go-to-Go path of From.
+func fromSource(src Source, req Request, opts []ImportOption) (Foreign, error) {
+	s := statePool.Get().(*foreignState)
+	d := &s.desc
+	if err := src.DescribeTensor(d); err != nil {
+		*d = Description{}
+		s.recycle()
+		return Foreign{}, err
+	}
+	o := d.Owner
+	err := checkDescription(&s.c, d, s.dims[:])
+	var copyData bool
+	if err == nil {
+		copyData, err = negotiate(&s.c, req, d.Data != nil)
+	}
+	if err == nil && !copyData {
+		s.deleter, s.self = 0, 0
+		err = s.settle(nil, false, opts)
+	}
+	if err != nil || copyData {
+		data, byteOff := d.Data, d.ByteOffset
+		*d = Description{}
+		c := s.c
+		s.recycle()
+		if err != nil {
+			releaseOwner(o)
+			return Foreign{}, err
+		}
+		// A copy: made by the C path, then imported like any tensor.
+		if !cgoEnabled {
+			releaseOwner(o)
+			return Foreign{}, ErrCgoRequired
+		}
+		var first unsafe.Pointer
+		if c.numel > 0 {
+			first = unsafe.Add(data, byteOff)
+		}
+		p, err := exportCopy(&c, first, req.Legacy())
+		releaseOwner(o)
+		if err != nil {
+			return Foreign{}, err
+		}
+		return managedOf(p, req.Legacy()).Import(opts...)
+	}
+	if s.c.numel > 0 && d.Data != nil {
+		s.goBase, s.goOff = unsafe.Add(d.Data, d.ByteOffset), 0
+	}
+	*d = Description{}
+	s.native, s.owned, s.owner = true, true, o
+	s.holds.Store(1)
+	gen := s.gen()
+	own := nativeOwner
+	if _, ok := o.(Releaser); ok {
+		own = new(owner)
+		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
+		s.hasCleanup = true
+	}
+	return Foreign{s: s, own: own, gen: gen}, nil
+}
+
+// ---- Array: a Go slice with a shape ---------------------------------------
+
+// Array is the plain Go tensor: a slice, the shape of its elements and
+// their strides, like image.RGBA's Pix, Rect and Stride. It is a Source
+// and a Producer: From takes it Go to Go, Produce (or its DLPack method)
+// lends it to C, Python and Rust consumers without a copy, pinning Data
+// and keeping the Array reachable until the last consumer is done.
+//
+// The fields are read at each export; changing them later does not change
+// tensors already handed out. While a consumer holds the memory, Go must
+// not write it unless both sides agreed to share writes.
+type Array[T Element] struct {
+	// Data holds the elements.
+	Data []T
+	// Shape and Strides (in elements; nil means compact row-major) give
+	// the tensor's elements, from Data[Offset]. Strides may be zero or
+	// negative.
+	Shape   []int64
+	Strides []int64
+	Offset  int
+	// ReadOnly makes every consumer's tensor read-only.
+	ReadOnly bool
+}
+
+// NewArray returns a compact row-major Array of data with the given shape
+// (a 1-D shape of len(data) if none is given).
+func NewArray[T Element](data []T, shape ...int64) *Array[T] {
+	if shape == nil {
+		shape = []int64{int64(len(data))}
+	}
+	return &Array[T]{Data: data, Shape: shape}
+}
+
+// DescribeTensor implements Source.
+func (a *Array[T]) DescribeTensor(d *Description) error {
+	if a.Offset < 0 || a.Offset > len(a.Data) {
+		return fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
+	}
+	var z T
+	DescribeSlice(d, a.Data)
+	d.Shape, d.Strides = a.Shape, a.Strides
+	d.ByteOffset = uint64(a.Offset) * uint64(unsafe.Sizeof(z))
+	d.ReadOnly = a.ReadOnly
+	d.Owner = a
+	return nil
+}
+
+// DLPackDevice implements Producer: the CPU.
+func (a *Array[T]) DLPackDevice() Device { return CPUDevice }
+
+// DLPack implements Producer through Produce.
+func (a *Array[T]) DLPack(req Request) (Managed, error) { return Produce(a, req) }
+
+// AlignedSlice returns a zeroed Go slice of n elements whose first element
+// is 256-byte aligned: memory every known consumer shares rather than
+// copies (JAX aliases CPU memory only when it is 64-byte aligned). It
+// panics if n is negative, like make.
+func AlignedSlice[T Element](n int) []T {
+	var z T
+	size := int(unsafe.Sizeof(z))
+	buf := make([]T, n+bufferAlign/size)
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	off := int((bufferAlign-addr%bufferAlign)%bufferAlign) / size
+	return buf[off : off+n : off+n]
+}
+
+// ---- Buffer and Foreign as Sources ----------------------------------------
+
+// bufferRef is one reference to a Buffer's memory, held by a described
+// export and dropped by its release.
+type bufferRef struct{ ctl unsafe.Pointer }
+
+func (r *bufferRef) ReleaseTensor() {
+	if atomic.AddInt64(&(*bufctl)(r.ctl).refs, -1) == 0 {
+		cFree(r.ctl)
+	}
+}
+
+// DescribeTensor implements Source: the buffer's memory, compact, with a
+// reference that keeps it alive after Close until the last consumer.
+func (b *Buffer[T]) DescribeTensor(d *Description) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.ctl == nil {
+		return ErrClosed
+	}
+	atomic.AddInt64(&(*bufctl)(b.ctl).refs, 1)
+	var z T
+	d.Data = unsafe.Add(b.ctl, bufferDataOffset)
+	d.Size = uintptr(len(b.data)) * unsafe.Sizeof(z)
+	d.DType = DataTypeOf[T]()
+	d.Shape = b.shape
+	d.Owner = &bufferRef{ctl: b.ctl}
+	return nil
+}
+
+// DLPackDevice implements Producer: the CPU.
+func (b *Buffer[T]) DLPackDevice() Device { return CPUDevice }
+
+// DLPack implements Producer through Produce.
+func (b *Buffer[T]) DLPack(req Request) (Managed, error) { return Produce(b, req) }
+
+// DescribeTensor implements Source, which makes a Foreign re-exportable:
+// an imported tensor handed on to other consumers (C, Python, Rust, Go)
+// without a copy. The Foreign and each consumer hold the tensor; the
+// original producer's deleter runs exactly once, after Close and the last
+// consumer's release, in whatever order they come. Only owned imports
+// (Import, From) can be handed on: a borrowed one (Borrow, BorrowBatch)
+// ends with its scope, and is refused with ErrBorrowed.
+func (f Foreign) DescribeTensor(d *Description) error {
+	s := f.live()
+	if s == nil {
+		return ErrClosed
+	}
+	if !s.owned {
+		return fieldErr(ErrBorrowed, "Foreign", "borrowed", "a scoped import ends with its scope; use Import to hand a tensor on")
+	}
+	if !s.hold(f.gen) {
+		return ErrClosed
+	}
+	c := &s.c
+	d.DType, d.Device, d.Shape, d.Strides = c.dtype, c.device, c.shape, c.strides
+	d.ReadOnly = !c.writable
+	d.Owner = s
+	if c.numel == 0 {
+		return nil
+	}
+	lo, hi, _ := c.byteSpan(c.dtype, c.flags&FlagSubbyteTypePadded != 0)
+	d.Size, d.ByteOffset = uintptr(hi-lo), uint64(-lo)
+	switch {
+	case s.goBase != nil:
+		d.Data = unsafe.Add(s.goBase, int(s.goOff)+int(lo))
+	case c.device.Type == CPU || s.hostOK:
+		d.Data = unsafe.Add(*(*unsafe.Pointer)(unsafe.Pointer(&c.data)), lo)
+	default:
+		d.Addr = c.data + uintptr(lo)
+	}
+	return nil
+}
+
+// DLPackDevice implements Producer: the tensor's device.
+func (f Foreign) DLPackDevice() Device { return f.Device() }
+
+// DLPack implements Producer through Produce: the tensor handed on.
+func (f Foreign) DLPack(req Request) (Managed, error) { return Produce(f, req) }
+
+// ReleaseTensor drops a consumer's hold on an imported tensor (see
+// Foreign.DescribeTensor).
+func (s *foreignState) ReleaseTensor() { s.drop() }
+
+// hold adds a consumer's hold to an owned import while its handle of
+// generation gen is open.
+func (s *foreignState) hold(gen uint32) bool {
+	// Never from zero: a state with no holds is released or pooled, and
+	// a stale handle racing with the last release must not revive it.
+	for {
+		h := s.holds.Load()
+		if h <= 0 {
+			return false
+		}
+		if s.holds.CompareAndSwap(h, h+1) {
+			break
+		}
+	}
+	if s.st.Load() != uint64(gen)<<2|stOpen {
+		s.drop()
+		return false
+	}
+	return true
+}
+
+// drop removes one hold (the Go handle's, at Close, or a consumer's); the
+// last one releases the tensor and recycles the state.
+func (s *foreignState) drop() {
+	if s.holds.Add(-1) == 0 {
+		s.releaseClaimed()
+		s.recycle()
+	}
+}
