@@ -438,6 +438,9 @@ func WriteNPY(w io.Writer, t dlpack.Producer) error {
 	}
 	defer f.Close()
 	descr, err := npyDescr(f.DataType())
+	if err == nil {
+		err = checkSource(f)
+	}
 	if err != nil {
 		return err
 	}

@@ -168,6 +168,9 @@ func writeMember(zw *zip.Writer, cw *countWriter, nt Named, compress bool) error
 	}
 	defer f.Close()
 	descr, err := npyDescr(f.DataType())
+	if err == nil {
+		err = checkSource(f)
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package tensorfile_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,6 +88,9 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	for _, compress := range []bool{false, true} {
 		p := write("a.npz", func(fh *os.File) error { return tensorfile.WriteNPZ(fh, npy, compress) })
 		f, err := tensorfile.OpenNPZ(p)
+		if compress && errors.Is(err, dlpack.ErrCgoRequired) {
+			continue // deflated members are copied into C memory
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -270,8 +270,8 @@ func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) 
 		if it.dtype, err = safetensorsName(f.DataType()); err != nil {
 			return err
 		}
-		if f.DataType() == dlpack.Float8E8M0FNU {
-			return fieldErr(ErrDType, "dtype", f.DataType(), "no Go element type to write it with")
+		if err := checkSource(f); err != nil {
+			return err
 		}
 		it.size = f.DataType().ItemSize()
 	}

@@ -8,6 +8,26 @@ import (
 	"github.com/godlpack/dlpack/minifloat"
 )
 
+// checkSource refuses, before anything is written, tensors the writers
+// cannot read: memory the CPU cannot read, types without a Go element.
+func checkSource(f dlpack.Foreign) error {
+	if f.Device().Type != dlpack.CPU {
+		return fieldErr(dlpack.ErrDevice, "device", f.Device(), "the writers read CPU memory only")
+	}
+	if _, ok := goElement[f.DataType()]; !ok {
+		return fieldErr(ErrDType, "dtype", f.DataType(), "no Go element type to write it with")
+	}
+	return nil
+}
+
+// goElement lists the types writeElements writes.
+var goElement = map[dlpack.DataType]bool{
+	dlpack.Bool: true, dlpack.Int8: true, dlpack.Int16: true, dlpack.Int32: true, dlpack.Int64: true,
+	dlpack.Uint8: true, dlpack.Uint16: true, dlpack.Uint32: true, dlpack.Uint64: true,
+	dlpack.Float16: true, dlpack.BFloat16: true, dlpack.Float32: true, dlpack.Float64: true,
+	dlpack.Complex64: true, dlpack.Complex128: true, dlpack.Float8E4M3FN: true, dlpack.Float8E5M2: true,
+}
+
 // writeElements writes the elements of f to w in row-major order, as the
 // little-endian bytes of the host (the package supports little-endian hosts
 // only, as the formats are little-endian). Compact tensors are written in
