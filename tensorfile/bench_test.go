@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/tensorfile"
@@ -42,6 +43,50 @@ func benchFiles(b *testing.B, total int64) map[string]string {
 	}
 }
 
+func openExport(b *testing.B, open func(string, ...tensorfile.Option) (*tensorfile.File, error), path string) {
+	f, err := open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range f.Tensors() {
+		x, err := dlpack.From(t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+	}
+	f.Close()
+}
+
+// BenchmarkOpenExportRatio alternates the 1 KiB and the 1 GiB file in one
+// loop, so both meet the same machine load, and reports their ratio
+// (1GiB/1KiB, at most 1.2 expected) beside the time of each.
+func BenchmarkOpenExportRatio(b *testing.B) {
+	small, large := benchFiles(b, 1<<10), benchFiles(b, 1<<30)
+	for _, format := range []string{"safetensors", "npy"} {
+		b.Run(format, func(b *testing.B) {
+			open := tensorfile.OpenSafetensors
+			if format == "npy" {
+				open = tensorfile.OpenNPY
+			}
+			var ts, tl time.Duration
+			n := 0
+			for b.Loop() {
+				t0 := time.Now()
+				openExport(b, open, small[format])
+				t1 := time.Now()
+				openExport(b, open, large[format])
+				ts += t1.Sub(t0)
+				tl += time.Since(t1)
+				n++
+			}
+			b.ReportMetric(float64(ts.Nanoseconds())/float64(n), "ns/1KiB")
+			b.ReportMetric(float64(tl.Nanoseconds())/float64(n), "ns/1GiB")
+			b.ReportMetric(float64(tl)/float64(ts), "1GiB/1KiB")
+		})
+	}
+}
+
 // BenchmarkOpenExport opens a file, exports every tensor in it with
 // dlpack.From, releases them and closes the file. The 1 GiB and the 1 KiB
 // versions should cost the same: nothing reads the data.
@@ -67,18 +112,7 @@ func BenchmarkOpenExport(b *testing.B) {
 					open = tensorfile.OpenNPY
 				}
 				for b.Loop() {
-					f, err := open(files[format])
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, t := range f.Tensors() {
-						x, err := dlpack.From(t)
-						if err != nil {
-							b.Fatal(err)
-						}
-						x.Close()
-					}
-					f.Close()
+					openExport(b, open, files[format])
 				}
 			})
 		}
