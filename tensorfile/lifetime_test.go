@@ -2,8 +2,10 @@ package tensorfile_test
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
@@ -108,5 +110,32 @@ func TestConcurrentReleases(t *testing.T) {
 		if tensorfile.Unmaps() != unmaps+1 {
 			t.Fatalf("%d unmaps", tensorfile.Unmaps()-unmaps)
 		}
+	}
+}
+
+// A Foreign from dlpack.From that is never closed is released by its
+// cleanup, and the mapping with it.
+func TestUnclosedExportReleasedByCleanup(t *testing.T) {
+	noLiveMappings(t)
+	p := writeTemp(t, "a.npy", f64npy(6))
+	f, err := tensorfile.OpenNPY(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := tensorfile.LiveMappings()
+	func() {
+		x, err := dlpack.From(f.Tensors()[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = x // dropped without Close
+	}()
+	f.Close()
+	for deadline := time.Now().Add(5 * time.Second); tensorfile.LiveMappings() == live && time.Now().Before(deadline); {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if tensorfile.LiveMappings() != live-1 {
+		t.Fatal("the unclosed export kept the file mapped")
 	}
 }
