@@ -43,6 +43,18 @@ func benchFiles(b *testing.B, total int64) map[string]string {
 	}
 }
 
+// benchPaths returns the files of benchFiles, or with TENSORFILE_BENCH_DIR
+// set (make compare), the same files made by bench/tensorfiles.py there.
+func benchPaths(b *testing.B, name string, total int64) map[string]string {
+	if dir := os.Getenv("TENSORFILE_BENCH_DIR"); dir != "" {
+		return map[string]string{
+			"safetensors": filepath.Join(dir, "b-"+name+".safetensors"),
+			"npy":         filepath.Join(dir, "b-"+name+".npy"),
+		}
+	}
+	return benchFiles(b, total)
+}
+
 func openExport(b *testing.B, open func(string, ...tensorfile.Option) (*tensorfile.File, error), path string) {
 	f, err := open(path)
 	if err != nil {
@@ -62,7 +74,7 @@ func openExport(b *testing.B, open func(string, ...tensorfile.Option) (*tensorfi
 // loop, so both meet the same machine load, and reports their ratio
 // (1GiB/1KiB, at most 1.2 expected) beside the time of each.
 func BenchmarkOpenExportRatio(b *testing.B) {
-	small, large := benchFiles(b, 1<<10), benchFiles(b, 1<<30)
+	small, large := benchPaths(b, "1KiB", 1<<10), benchPaths(b, "1GiB", 1<<30)
 	for _, format := range []string{"safetensors", "npy"} {
 		b.Run(format, func(b *testing.B) {
 			open := tensorfile.OpenSafetensors
@@ -95,16 +107,7 @@ func BenchmarkOpenExport(b *testing.B) {
 		name  string
 		bytes int64
 	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
-		var files map[string]string
-		if dir := os.Getenv("TENSORFILE_BENCH_DIR"); dir != "" {
-			// the files bench/tensorfiles.py made, for make compare
-			files = map[string]string{
-				"safetensors": filepath.Join(dir, "b-"+size.name+".safetensors"),
-				"npy":         filepath.Join(dir, "b-"+size.name+".npy"),
-			}
-		} else {
-			files = benchFiles(b, size.bytes)
-		}
+		files := benchPaths(b, size.name, size.bytes)
 		for _, format := range []string{"safetensors", "npy"} {
 			b.Run(format+"/"+size.name, func(b *testing.B) {
 				open := tensorfile.OpenSafetensors
