@@ -66,6 +66,8 @@ for size in 1KiB 1GiB; do
 	printf '| .npy, one float32 array, %s | %.1f | %.1f | |\n' "$size" \
 		"$(echo "$(tfgomedian "npy/$size") / 1000" | bc -l)" "$(echo "$(tfpyns "npy/$size") / 1000" | bc -l)"
 done
+printf '| safetensors, 1000 float32 4×4 tensors | %.1f | | %.1f |\n' \
+	"$(echo "$(tfgomedian "safetensors/1000tensors") / 1000" | bc -l)" "$(echo "$(tfpyns "safetensors/1000tensors") / 1000" | bc -l)"
 # The ratio from BenchmarkOpenExportRatio, which alternates the two files in
 # one loop so that both meet the same machine load.
 tfratio() {

@@ -5,7 +5,8 @@ BenchmarkOpenExport (package tensorfile) opens.
 
   tensorfiles.py make DIR   writes the files: 4 float32 tensors (safetensors)
                             and one float32 array (.npy), of 1 KiB and 1 GiB
-                            each, sparse (the data is a hole, never written)
+                            each, sparse (the data is a hole, never written),
+                            and a safetensors file of 1000 4x4 float32 tensors
   tensorfiles.py time DIR   prints "<name> <ns per op>" lines
 """
 import json
@@ -35,6 +36,16 @@ def make(d):
             np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (total // 4,)})
             head = f.tell()
         os.truncate(p, head + total)
+    # a header like a model's: 1000 small tensors
+    hdr = {f"model.layers.{i // 10}.mlp.weight_{i % 10}": {"dtype": "F32", "shape": [4, 4],
+                                                            "data_offsets": [i * 64, (i + 1) * 64]}
+           for i in range(1000)}
+    js = json.dumps(hdr, separators=(",", ":")).encode()
+    js += b" " * (-len(js) % 8)
+    p = os.path.join(d, "many.safetensors")
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js)
+    os.truncate(p, 8 + len(js) + 1000 * 64)
 
 
 def bench(fn, budget=1.0, least=5):
@@ -63,6 +74,13 @@ def timeall(d):
                 for k in f.keys():
                     f.get_tensor(k)
         print(f"safetensors/{name} {bench(stload, least=3):.0f}")
+    p3 = os.path.join(d, "many.safetensors")
+
+    def manyload():
+        with safetensors.safe_open(p3, framework="numpy") as f:
+            for k in f.keys():
+                f.get_tensor(k)
+    print(f"safetensors/1000tensors {bench(manyload):.0f}")
 
 
 if __name__ == "__main__":

@@ -36,10 +36,20 @@ func benchFiles(b *testing.B, total int64) map[string]string {
 		js += fmt.Sprintf(`"t%d":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}`, i, per, i*per*4, (i+1)*per*4)
 	}
 	st := stBytes(js+"}", nil)
+	// a header like a model's: 1000 small tensors
+	many := "{"
+	for i := range 1000 {
+		if i > 0 {
+			many += ","
+		}
+		many += fmt.Sprintf(`"model.layers.%d.mlp.weight_%d":{"dtype":"F32","shape":[4,4],"data_offsets":[%d,%d]}`, i/10, i%10, i*64, (i+1)*64)
+	}
+	mf := stBytes(many+"}", nil)
 	npy := npyBytes(fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", total/4), nil)
 	return map[string]string{
 		"safetensors": sparseFile(b, "b.safetensors", st, int64(len(st))+4*per*4),
 		"npy":         sparseFile(b, "b.npy", npy, int64(len(npy))+total),
+		"many":        sparseFile(b, "many.safetensors", mf, int64(len(mf))+1000*64),
 	}
 }
 
@@ -50,6 +60,7 @@ func benchPaths(b *testing.B, name string, total int64) map[string]string {
 		return map[string]string{
 			"safetensors": filepath.Join(dir, "b-"+name+".safetensors"),
 			"npy":         filepath.Join(dir, "b-"+name+".npy"),
+			"many":        filepath.Join(dir, "many.safetensors"),
 		}
 	}
 	return benchFiles(b, total)
@@ -101,8 +112,15 @@ func BenchmarkOpenExportRatio(b *testing.B) {
 
 // BenchmarkOpenExport opens a file, exports every tensor in it with
 // dlpack.From, releases them and closes the file. The 1 GiB and the 1 KiB
-// versions should cost the same: nothing reads the data.
+// versions should cost the same: nothing reads the data. The last case is
+// a safetensors file with a header like a model's: 1000 tensors.
 func BenchmarkOpenExport(b *testing.B) {
+	defer b.Run("safetensors/1000tensors", func(b *testing.B) {
+		p := benchPaths(b, "1KiB", 1<<10)["many"]
+		for b.Loop() {
+			openExport(b, tensorfile.OpenSafetensors, p)
+		}
+	})
 	for _, size := range []struct {
 		name  string
 		bytes int64

@@ -90,16 +90,23 @@ var safetensorsTypes = map[string]dlpack.DataType{
 	"U64":     dlpack.Uint64,
 }
 
-func parseSafetensorsDType(field, s string) (dlpack.DataType, error) {
-	if dt, ok := safetensorsTypes[s]; ok {
-		return dt, nil
+// badSafetensorsDType is the error for a dtype name safetensorsTypes lacks.
+// safetensorsNames interns the names of safetensorsTypes.
+var safetensorsNames = func() map[string]string {
+	m := make(map[string]string, len(safetensorsTypes))
+	for k := range safetensorsTypes {
+		m[k] = k
 	}
+	return m
+}()
+
+func badSafetensorsDType(field, s string) error {
 	why := "unknown safetensors dtype"
 	switch s {
 	case "F4", "F6_E2M3", "F6_E3M2":
 		why = "sub-byte types are not supported"
 	}
-	return dlpack.DataType{}, fieldErr(ErrDType, field, s, why)
+	return fieldErr(ErrDType, field, s, why)
 }
 
 func safetensorsName(dt dlpack.DataType) (string, error) {

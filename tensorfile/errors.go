@@ -39,3 +39,13 @@ var (
 func fieldErr(sentinel error, field string, value any, why string) error {
 	return &dlpack.FieldError{Field: field, Value: value, Err: sentinel, Why: why}
 }
+
+// renamed returns err, a *dlpack.FieldError, with its field replaced.
+func renamed(err error, field string) error {
+	if fe, ok := err.(*dlpack.FieldError); ok {
+		c := *fe
+		c.Field = field
+		return &c
+	}
+	return err
+}

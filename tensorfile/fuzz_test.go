@@ -1,9 +1,17 @@
 package tensorfile
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzNPYHeader: the .npy header parser never panics or reads past its
@@ -57,14 +65,23 @@ func FuzzSafetensorsHeader(f *testing.F) {
 		`{"__metadata__":{"k":"v"},"b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]},"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}}`,
 		`{"a":{"dtype":"U8","shape":[],"data_offsets":[0,1]}}`,
 		`{"a":{"dtype":"F8_E4M3","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`,
+		`{"a\u00e9\ud83d\ude00\ud800x":{"dtype":"U8","shape":[12],"data_offsets":[0,12],"x":{"y":[1,-2.5e3,true,null,"\n"]}},"__metadata__":{"k\t":"v\"\\\/"}}`,
 	} {
 		b := binary.LittleEndian.AppendUint64(nil, uint64(len(s)))
 		f.Add(append(append(b, s...), make([]byte, 12)...))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := parseSafetensors(b, int64(len(b)))
+		ref, refErr := refParseSafetensors(b, int64(len(b)))
 		if err != nil {
 			return
+		}
+		// Whatever the scanner accepts, encoding/json accepts the same.
+		if refErr != nil {
+			t.Fatalf("accepted what encoding/json refuses (%v)", refErr)
+		}
+		if !reflect.DeepEqual(h, ref) {
+			t.Fatalf("the scanner read %+v, encoding/json %+v", h, ref)
 		}
 		at := h.dataBase
 		for _, e := range h.entries {
@@ -78,4 +95,95 @@ func FuzzSafetensorsHeader(f *testing.F) {
 			t.Fatalf("tensors end at %d of %d bytes", at, len(b))
 		}
 	})
+}
+
+// refParseSafetensors is parseSafetensors on encoding/json, the reference
+// the fuzz target holds the scanner to.
+func refParseSafetensors(b []byte, size int64) (*stHeader, error) {
+	if len(b) < 8 || size < 8 {
+		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > MaxSafetensorsHeader {
+		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
+	}
+	if n > uint64(size-8) || n > uint64(len(b)-8) {
+		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", size))
+	}
+	hdr := b[8 : 8+n]
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr), " "), 40)), "must be a JSON object starting with '{'")
+	}
+	if !utf8.Valid(hdr) {
+		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
+	}
+	h := &stHeader{dataBase: 8 + int64(n)}
+	dec := json.NewDecoder(bytes.NewReader(hdr))
+	jsonErr := func(err error) error {
+		return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %v", dec.InputOffset(), err))
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, jsonErr(err)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, jsonErr(err)
+		}
+		name := tok.(string) // object keys are strings
+		if seen[name] {
+			return nil, fieldErr(ErrFormat, "header", name, "the name appears twice")
+		}
+		seen[name] = true
+		if name == "__metadata__" {
+			if err := dec.Decode(&h.meta); err != nil {
+				return nil, fieldErr(ErrFormat, "__metadata__", "invalid", "must be an object of strings: "+jsonWhy(err))
+			}
+			continue
+		}
+		var info struct {
+			DType       *string       `json:"dtype"`
+			Shape       []uint64      `json:"shape"`
+			DataOffsets []json.Number `json:"data_offsets"`
+		}
+		if err := dec.Decode(&info); err != nil {
+			return nil, fieldErr(ErrFormat, strconv.Quote(name), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}: "+jsonWhy(err))
+		}
+		var offs []uint64
+		for _, o := range info.DataOffsets {
+			v, err := strconv.ParseInt(string(o), 10, 64)
+			if err != nil || v < 0 {
+				return nil, fieldErr(ErrTruncated, strconv.Quote(name)+".data_offsets", info.DataOffsets, "offsets must be non-negative integers inside the file")
+			}
+			offs = append(offs, uint64(v))
+		}
+		if info.DataOffsets == nil {
+			offs = nil
+		}
+		e, err := checkEntry(name, info.DType, info.Shape, offs)
+		if err != nil {
+			return nil, err
+		}
+		h.entries = append(h.entries, e)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, jsonErr(err)
+	}
+	if rest := bytes.TrimLeft(hdr[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(rest), " "), 40)), "text after the JSON object")
+	}
+	return h, h.checkOffsets(size - h.dataBase)
+}
+
+// jsonWhy says what was wrong with a JSON value without Go type names.
+func jsonWhy(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%q is a JSON %s", te.Field, te.Value)
+		}
+		return "a JSON " + te.Value
+	}
+	return err.Error()
 }

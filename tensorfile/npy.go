@@ -182,7 +182,7 @@ func (h *npyHeader) parseDict(text []byte) error {
 			break
 		}
 	}
-	if l.peek() != 0 {
+	if l.space(); l.i != len(l.s) {
 		return l.errAt("text after the closing '}'")
 	}
 	for _, k := range []string{"descr", "fortran_order", "shape"} {

@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -61,93 +60,70 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
 	}
 	h := &stHeader{dataBase: 8 + int64(n)}
-	dec := json.NewDecoder(bytes.NewReader(hdr))
-	jsonErr := func(err error) error {
-		return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %v", dec.InputOffset(), err))
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, jsonErr(err)
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, jsonErr(err)
-		}
-		name := tok.(string) // object keys are strings
+	sc := &stScanner{b: hdr}
+	seen := make(map[string]bool, bytes.Count(hdr, []byte(`"data_offsets"`))+1)
+	err := sc.object(func(key []byte) error {
+		name := string(key)
 		if seen[name] {
-			return nil, fieldErr(ErrFormat, "header", name, "the name appears twice")
+			return fieldErr(ErrFormat, "header", name, "the name appears twice")
 		}
 		seen[name] = true
 		if name == "__metadata__" {
-			if err := dec.Decode(&h.meta); err != nil {
-				return nil, fieldErr(ErrFormat, "__metadata__", "invalid", "must be an object of strings: "+jsonWhy(err))
-			}
-			continue
+			m, err := sc.metadata()
+			h.meta = m
+			return err
 		}
-		var info struct {
-			DType       *string       `json:"dtype"`
-			Shape       []uint64      `json:"shape"`
-			DataOffsets []json.Number `json:"data_offsets"`
-		}
-		if err := dec.Decode(&info); err != nil {
-			return nil, fieldErr(ErrFormat, strconv.Quote(name), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}: "+jsonWhy(err))
-		}
-		e, err := checkEntry(name, info.DType, info.Shape, info.DataOffsets)
-		if err != nil {
-			return nil, err
-		}
+		e, err := sc.entry(name)
 		h.entries = append(h.entries, e)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, jsonErr(err)
-	}
-	if rest := bytes.TrimLeft(hdr[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
-		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(rest), " "), 40)), "text after the JSON object")
+	if sc.ws(); sc.i != len(hdr) {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr[sc.i:]), " "), 40)), "text after the JSON object")
 	}
 	return h, h.checkOffsets(size - h.dataBase)
 }
 
-func checkEntry(name string, dtype *string, shape []uint64, offs []json.Number) (stEntry, error) {
-	field := strconv.Quote(name)
+func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEntry, error) {
+	// Field names are built only for errors: headers list thousands.
+	field := func(suffix string) string { return strconv.Quote(name) + suffix }
 	e := stEntry{name: name}
 	if dtype == nil || shape == nil || offs == nil {
-		return e, fieldErr(ErrFormat, field, "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
+		return e, fieldErr(ErrFormat, field(""), "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
 	}
-	dt, err := parseSafetensorsDType(field+".dtype", *dtype)
-	if err != nil {
-		return e, err
+	dt, ok := safetensorsTypes[*dtype]
+	if !ok {
+		return e, badSafetensorsDType(field(".dtype"), *dtype)
 	}
 	e.dtype = dt
 	if len(offs) != 2 {
-		return e, fieldErr(ErrFormat, field+".data_offsets", offs, "must be [begin, end]")
+		return e, fieldErr(ErrFormat, field(".data_offsets"), offs, "must be [begin, end]")
 	}
-	var be [2]int64
-	for i, o := range offs {
-		v, err := strconv.ParseInt(string(o), 10, 64)
-		if err != nil || v < 0 {
-			return e, fieldErr(ErrTruncated, field+".data_offsets", offs, "offsets must be non-negative integers inside the file")
+	for _, o := range offs {
+		if o > 1<<63-1 {
+			return e, fieldErr(ErrTruncated, field(".data_offsets"), offs, "offsets must be non-negative integers inside the file")
 		}
-		be[i] = v
 	}
-	e.begin, e.end = be[0], be[1]
+	e.begin, e.end = int64(offs[0]), int64(offs[1])
 	e.shape = make([]int64, len(shape))
 	for i, d := range shape {
 		if d > 1<<63-1 {
-			return e, fieldErr(ErrLayout, field+".shape", shape, "dimension overflows int64")
+			return e, fieldErr(ErrLayout, field(".shape"), shape, "dimension overflows int64")
 		}
 		e.shape[i] = int64(d)
 	}
-	nbytes, strides, err := layout(field+".shape", e.shape, dt.ItemSize(), false)
+	nbytes, strides, err := layout("shape", e.shape, dt.ItemSize(), false)
 	if err != nil {
-		return e, err
+		return e, renamed(err, field(".shape"))
 	}
 	e.strides = strides
 	if e.end < e.begin {
-		return e, fieldErr(ErrLayout, field+".data_offsets", offs, "end before begin")
+		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, "end before begin")
 	}
 	if e.end-e.begin != nbytes {
-		return e, fieldErr(ErrLayout, field+".data_offsets", offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", e.end-e.begin, e.shape, dt, nbytes))
+		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", e.end-e.begin, e.shape, dt, nbytes))
 	}
 	return e, nil
 }
@@ -160,6 +136,10 @@ func (h *stHeader) checkOffsets(size int64) error {
 	})
 	at := int64(0)
 	for _, e := range h.entries {
+		if e.end <= size && e.begin == at {
+			at = e.end
+			continue
+		}
 		field := strconv.Quote(e.name) + ".data_offsets"
 		if e.end > size {
 			return fieldErr(ErrTruncated, field, []int64{e.begin, e.end}, fmt.Sprintf("past the end of the data (%d bytes)", size))
@@ -216,6 +196,8 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 		return err
 	}
 	f.meta = h.meta
+	f.byName = make(map[string]*Tensor, len(h.entries))
+	f.tensors = make([]*Tensor, 0, len(h.entries))
 	for _, e := range h.entries {
 		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
 		if t.nbytes > 0 {
@@ -337,16 +319,4 @@ func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) 
 		}
 	}
 	return bw.Flush()
-}
-
-// jsonWhy says what was wrong with a JSON value without Go type names.
-func jsonWhy(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("%q is a JSON %s", te.Field, te.Value)
-		}
-		return "a JSON " + te.Value
-	}
-	return err.Error()
 }
