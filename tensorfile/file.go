@@ -29,7 +29,7 @@ func ReadWrite() Option { return Option{writable: true} }
 // Lifetime: the mapping stays until Close has been called AND every tensor
 // exported from the file (dlpack.From, dlpack.Produce, a capsule handed to
 // Python) has been released, from any goroutine or C thread; then it is
-// unmapped, once. After Close no new exports can be made (ErrClosed), but
+// unmapped, once. After Close no new exports can be made (dlpack.ErrClosed), but
 // those made before stay valid. LiveMappings counts mappings not yet
 // unmapped.
 //

@@ -325,7 +325,8 @@ func (h *npyHeader) checkSize(n int64) error {
 // CopyNPY reads the .npy file at path into memory outside the Go heap (a
 // dlpack.Buffer) and returns a File holding that copy, in native (little-
 // endian) byte order: the explicit way to open big-endian arrays. Its
-// tensor is writable and not Mapped; writes do not reach the file.
+// tensor is writable and not Mapped; writes do not reach the file. Buffers
+// need cgo: without it CopyNPY fails with dlpack.ErrCgoRequired.
 func CopyNPY(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {

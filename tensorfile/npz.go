@@ -30,7 +30,9 @@ const maxDeflateRatio = 1032
 //     to native order).
 //
 // Every tensor is read-only. The archive's mapping and the copies live
-// until Close and every export's release, as for any File.
+// until Close and every export's release, as for any File. Copies need
+// cgo: without it an archive with a member to copy fails with
+// dlpack.ErrCgoRequired.
 func OpenNPZ(path string) (*File, error) {
 	f, fd, size, err := openFile(path, nil)
 	if err != nil {
