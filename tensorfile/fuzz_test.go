@@ -1,17 +1,20 @@
 package tensorfile
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/godlpack/dlpack"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // FuzzNPYHeader: the .npy header parser never panics or reads past its
@@ -186,4 +189,65 @@ func jsonWhy(err error) string {
 		return "a JSON " + te.Value
 	}
 	return err.Error()
+}
+
+// FuzzNPZ: opening an archive (archive/zip, then each member's .npy
+// header) never panics, and every member it maps lies inside the archive
+// at an offset that suits its element type.
+func FuzzNPZ(f *testing.F) {
+	member := func(hdr string, data []byte) []byte {
+		b := []byte("\x93NUMPY\x01\x00\x00\x00")
+		for (len(b)+len(hdr)+1)%64 != 0 {
+			hdr += " "
+		}
+		hdr += "\n"
+		b[8] = byte(len(hdr))
+		return append(append(b, hdr...), data...)
+	}
+	for _, m := range []uint16{zip.Store, zip.Deflate} {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for i, hdr := range []string{
+			"{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
+			"{'descr': '>i4', 'fortran_order': True, 'shape': (2, 3), }",
+			"{'descr': '|b1', 'fortran_order': False, 'shape': (), }",
+		} {
+			w, _ := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("m%d.npy", i), Method: m})
+			w.Write(member(hdr, make([]byte, 24)))
+		}
+		zw.Close()
+		f.Add(buf.Bytes())
+	}
+	var aligned bytes.Buffer // stored and aligned: every member mapped
+	if err := WriteNPZ(&aligned, []Named{
+		{Name: "a", Tensor: dlpack.NewArray([]float64{1, 2, 3})},
+		{Name: "b", Tensor: dlpack.NewArray([]int16{1, 2, 3, 4}, 2, 2)},
+	}, false); err == nil {
+		f.Add(aligned.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		m := &mapping{data: b} // Go memory standing in for a mapping: never released
+		m.refs.Store(1)
+		file := &File{m: m}
+		err := file.loadNPZ(bytes.NewReader(b), int64(len(b)))
+		for _, buf := range file.bufs {
+			buf.Close()
+		}
+		if err != nil {
+			return
+		}
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		for _, tn := range file.tensors {
+			if tn.buf != nil || tn.data == nil {
+				continue
+			}
+			off := uintptr(tn.data) - base
+			if off+uintptr(tn.nbytes) > uintptr(len(b)) || off%uintptr(alignOf(tn.dtype)) != 0 {
+				t.Fatalf("%v mapped at %d+%d of %d bytes", tn, off, tn.nbytes, len(b))
+			}
+		}
+	})
 }
