@@ -150,6 +150,37 @@ func TestWritersStridesAndRefusals(t *testing.T) {
 		t.Fatalf("wrote %v, want %v", got, want)
 	}
 
+	// A 0-d tensor and an empty one, through .npy and safetensors.
+	scalar := &dlpack.Array[float32]{Data: []float32{7}, Shape: []int64{}}
+	empty := &dlpack.Array[float32]{Data: nil, Shape: []int64{0, 3}}
+	for _, src := range []*dlpack.Array[float32]{scalar, empty} {
+		buf.Reset()
+		if err := tensorfile.WriteNPY(&buf, src); err != nil {
+			t.Fatal(err)
+		}
+		g, err := tensorfile.OpenNPY(writeTemp(t, "z.npy", buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn := g.Tensors()[0]
+		if !equal(tn.Shape(), src.Shape) || tn.NBytes() != int64(4*len(src.Data)) {
+			t.Errorf("%v written as %v", src.Shape, tn)
+		}
+		g.Close()
+	}
+	buf.Reset()
+	if err := tensorfile.WriteSafetensors(&buf, []tensorfile.Named{{Name: "s", Tensor: scalar}, {Name: "e", Tensor: empty}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	g, err := tensorfile.OpenSafetensors(writeTemp(t, "z.safetensors", buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := g.Tensor("s"); s == nil || len(s.Shape()) != 0 || s.NBytes() != 4 {
+		t.Errorf("scalar read back as %v", s)
+	}
+	g.Close()
+
 	// A Buffer (C memory) as a source.
 	bf, err := dlpack.NewBuffer[minifloat.BFloat16](2)
 	if err != nil {
