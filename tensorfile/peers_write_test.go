@@ -33,7 +33,7 @@ var goTypes = []goType{
 // pattern is n elements of dt, every byte varied (bools 0 and 1).
 func pattern(dt dlpack.DataType, n int, seed int) []byte {
 	b := make([]byte, n*dt.ItemSize())
-	x := uint32(seed*2654435761 + 1)
+	x := uint32(seed)*2654435761 + 1
 	for i := range b {
 		x ^= x << 13
 		x ^= x >> 17
