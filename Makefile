@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files
 	@echo "== all checks passed"
 
 fmt-check:
@@ -51,12 +51,15 @@ nocgo:
 # with Go before 1.27 a duration budget can end in a spurious "context
 # deadline exceeded" failure (golang/go#75804).
 FUZZTIME ?= 100000x
-FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce
+# A target is Name (in package .) or ./pkg:Name.
+FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
+	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
 	@for t in $(FUZZ_TARGETS); do \
-		echo "-- $$t"; \
-		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) . || exit 1; \
+		pkg=.; case $$t in *:*) pkg=$${t%%:*}; t=$${t#*:};; esac; \
+		echo "-- $$pkg $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
 EXAMPLES := quickstart clib gonum arrow
@@ -166,6 +169,15 @@ dlpark:
 downstream:
 	@echo "== downstream module (examples/downstream): normal and vendored"
 	GO=$(GO) bash examples/downstream/check.sh
+
+# Tensor files (package tensorfile) against the real NumPy and safetensors
+# of the pinned venv: files each writes read bit for bit by the other,
+# NumPy sharing a Go mapping through DLPack, and the safetensors example.
+files: $(VENV)/.installed
+	@echo "== tensor files: NumPy and safetensors peers, examples/safetensors"
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
+	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -47,3 +47,38 @@ row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy an
 row "Go: Arrow column, Produce + C release" "an arrow-go float32 column (1024 values) handed to a C consumer by dlarrow; C reads the header and calls the deleter (Retain ... Release)" "$(median ArrowProduce)"
 row "pyarrow $PYARROW_VERSION: np.from_dlpack(a)" "a pyarrow float32 array (1024 values) to NumPy through pyarrow's versioned capsule, array dropped" "$pyarrow_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
+
+# Tensor files (package tensorfile): open a file and take every tensor in
+# it, for the same sparse files in Go, NumPy and safetensors.
+echo "== tensor files (Go x$COUNT, then NumPy and safetensors)" >&2
+.venv-bench/bin/python -m pip install -q "safetensors==0.8.0" >&2
+tfdir=$(mktemp -d)
+trap 'rm -rf "$tfdir"' EXIT
+.venv-bench/bin/python bench/tensorfiles.py make "$tfdir"
+tfgo=$(TENSORFILE_BENCH_DIR=$tfdir go test -run '^$' -bench '^BenchmarkOpenExport(Ratio)?$' -count "$COUNT" ./tensorfile)
+tfpy=$(.venv-bench/bin/python bench/tensorfiles.py time "$tfdir")
+tfgomedian() {
+	echo "$tfgo" | awk -v n="BenchmarkOpenExport/$1-" 'index($1, n) == 1 { print $3 }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+tfpyns() { echo "$tfpy" | awk -v n="$1" '$1 == n { print $2 }'; }
+echo
+echo "| file | Go: Open, dlpack.From + Close of every tensor, Close (µs, median) | NumPy $NUMPY_VERSION: np.load(f, mmap_mode=\"r\") (µs) | safetensors 0.8.0: safe_open + get_tensor of every tensor (µs) |"
+echo "|---|---|---|---|"
+for size in 1KiB 1GiB; do
+	printf '| safetensors, 4 float32 tensors, %s | %.1f | | %.1f |\n' "$size" \
+		"$(echo "$(tfgomedian "safetensors/$size") / 1000" | bc -l)" "$(echo "$(tfpyns "safetensors/$size") / 1000" | bc -l)"
+	printf '| .npy, one float32 array, %s | %.1f | %.1f | |\n' "$size" \
+		"$(echo "$(tfgomedian "npy/$size") / 1000" | bc -l)" "$(echo "$(tfpyns "npy/$size") / 1000" | bc -l)"
+done
+printf '| safetensors, 1000 float32 4×4 tensors | %.1f | | %.1f |\n' \
+	"$(echo "$(tfgomedian "safetensors/1000tensors") / 1000" | bc -l)" "$(echo "$(tfpyns "safetensors/1000tensors") / 1000" | bc -l)"
+# The ratio from BenchmarkOpenExportRatio, which alternates the two files in
+# one loop so that both meet the same machine load.
+tfratio() {
+	echo "$tfgo" | awk -v n="BenchmarkOpenExportRatio/$1-" 'index($1, n) == 1 { for (i = 2; i < NF; i++) if ($(i + 1) == "1GiB/1KiB") print $i }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+for f in safetensors npy; do
+	printf '| %s: Go 1 GiB / 1 KiB (alternating, median) | %.2f× | | |\n' "$f" "$(tfratio "$f")"
+done

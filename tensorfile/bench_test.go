@@ -1,0 +1,141 @@
+package tensorfile_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// sparseFile writes head and extends the file to size bytes with a hole:
+// the data is never written (it reads as zeros).
+func sparseFile(b *testing.B, name string, head []byte, size int64) string {
+	p := filepath.Join(b.TempDir(), name)
+	if err := os.WriteFile(p, head, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// benchFiles are a safetensors file of 4 float32 tensors and a .npy
+// float32 array, each in a 1 KiB and a 1 GiB version.
+func benchFiles(b *testing.B, total int64) map[string]string {
+	per := total / 4 / 4 // float32 elements per tensor
+	js := "{"
+	for i := range int64(4) {
+		if i > 0 {
+			js += ","
+		}
+		js += fmt.Sprintf(`"t%d":{"dtype":"F32","shape":[%d],"data_offsets":[%d,%d]}`, i, per, i*per*4, (i+1)*per*4)
+	}
+	st := stBytes(js+"}", nil)
+	// a header like a model's: 1000 small tensors
+	many := "{"
+	for i := range 1000 {
+		if i > 0 {
+			many += ","
+		}
+		many += fmt.Sprintf(`"model.layers.%d.mlp.weight_%d":{"dtype":"F32","shape":[4,4],"data_offsets":[%d,%d]}`, i/10, i%10, i*64, (i+1)*64)
+	}
+	mf := stBytes(many+"}", nil)
+	npy := npyBytes(fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", total/4), nil)
+	return map[string]string{
+		"safetensors": sparseFile(b, "b.safetensors", st, int64(len(st))+4*per*4),
+		"npy":         sparseFile(b, "b.npy", npy, int64(len(npy))+total),
+		"many":        sparseFile(b, "many.safetensors", mf, int64(len(mf))+1000*64),
+	}
+}
+
+// benchPaths returns the files of benchFiles, or with TENSORFILE_BENCH_DIR
+// set (make compare), the same files made by bench/tensorfiles.py there.
+func benchPaths(b *testing.B, name string, total int64) map[string]string {
+	if dir := os.Getenv("TENSORFILE_BENCH_DIR"); dir != "" {
+		return map[string]string{
+			"safetensors": filepath.Join(dir, "b-"+name+".safetensors"),
+			"npy":         filepath.Join(dir, "b-"+name+".npy"),
+			"many":        filepath.Join(dir, "many.safetensors"),
+		}
+	}
+	return benchFiles(b, total)
+}
+
+func openExport(b *testing.B, open func(string, ...tensorfile.Option) (*tensorfile.File, error), path string) {
+	f, err := open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range f.Tensors() {
+		x, err := dlpack.From(t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+	}
+	f.Close()
+}
+
+// BenchmarkOpenExportRatio alternates the 1 KiB and the 1 GiB file in one
+// loop, so both meet the same machine load, and reports their ratio
+// (1GiB/1KiB, at most 1.2 expected) beside the time of each.
+func BenchmarkOpenExportRatio(b *testing.B) {
+	small, large := benchPaths(b, "1KiB", 1<<10), benchPaths(b, "1GiB", 1<<30)
+	for _, format := range []string{"safetensors", "npy"} {
+		b.Run(format, func(b *testing.B) {
+			open := tensorfile.OpenSafetensors
+			if format == "npy" {
+				open = tensorfile.OpenNPY
+			}
+			var ts, tl time.Duration
+			n := 0
+			for b.Loop() {
+				t0 := time.Now()
+				openExport(b, open, small[format])
+				t1 := time.Now()
+				openExport(b, open, large[format])
+				ts += t1.Sub(t0)
+				tl += time.Since(t1)
+				n++
+			}
+			b.ReportMetric(float64(ts.Nanoseconds())/float64(n), "ns/1KiB")
+			b.ReportMetric(float64(tl.Nanoseconds())/float64(n), "ns/1GiB")
+			b.ReportMetric(float64(tl)/float64(ts), "1GiB/1KiB")
+		})
+	}
+}
+
+// BenchmarkOpenExport opens a file, exports every tensor in it with
+// dlpack.From, releases them and closes the file. The 1 GiB and the 1 KiB
+// versions should cost the same: nothing reads the data. The last case is
+// a safetensors file with a header like a model's: 1000 tensors.
+func BenchmarkOpenExport(b *testing.B) {
+	defer b.Run("safetensors/1000tensors", func(b *testing.B) {
+		p := benchPaths(b, "1KiB", 1<<10)["many"]
+		for b.Loop() {
+			openExport(b, tensorfile.OpenSafetensors, p)
+		}
+	})
+	for _, size := range []struct {
+		name  string
+		bytes int64
+	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
+		files := benchPaths(b, size.name, size.bytes)
+		for _, format := range []string{"safetensors", "npy"} {
+			b.Run(format+"/"+size.name, func(b *testing.B) {
+				open := tensorfile.OpenSafetensors
+				if format == "npy" {
+					open = tensorfile.OpenNPY
+				}
+				for b.Loop() {
+					openExport(b, open, files[format])
+				}
+			})
+		}
+	}
+}

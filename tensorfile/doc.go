@@ -1,0 +1,70 @@
+// Package tensorfile opens .npy, .npz and safetensors files as DLPack
+// tensors without reading their data, and writes any DLPack producer to
+// those formats.
+//
+// # Into Go: OpenNPY, OpenNPZ, OpenSafetensors
+//
+// Opening maps the whole file (read-only, or read-write with ReadWrite)
+// and parses its header through the file descriptor, never through the
+// mapping, so no data page is touched: opening costs the same for 1 KiB
+// as for 1 GiB. (On Linux on amd64 and arm64, mappings of 64 MiB or more
+// are placed, by address hints, in 1 GiB-aligned slots of an unused part
+// of the address space, where the kernel maps and unmaps them without
+// walking page tables shared with other mappings.) Each tensor of the File is a *Tensor, a dlpack.Source and
+// dlpack.Producer whose data is its bytes in the mapping: dlpack.From(t)
+// gives a Go Foreign, dlpack.Produce(t, req) a managed tensor for C,
+// package pycapsule a capsule for Python; none copies.
+//
+//   - .npy (format 1.0, 2.0 and 3.0): C order gives row-major strides,
+//     Fortran order column-major ones. dtypes: bool, int8..int64,
+//     uint8..uint64, float16, float32, float64, complex64, complex128, in
+//     little-endian ('<') or no ('|') byte order. Big-endian data fails
+//     with ErrByteOrder (CopyNPY converts it into a Buffer); object,
+//     structured, string and datetime dtypes fail with ErrDType.
+//   - .npz: members ending in ".npy", named without it. Stored members
+//     whose data offset suits the element's alignment are mapped; the
+//     others (deflated, misaligned, big-endian) are copied into a
+//     dlpack.Buffer each, their CRC checked. Tensor.Mapped tells which.
+//     OpenNPZ maps read-only (a write would leave the member's CRC stale).
+//   - safetensors: tensors ordered by offset, each a view at 8 + N +
+//     begin. dtypes: BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64,
+//     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu); the
+//     sub-byte F4 and F6 types fail with ErrDType. Like the reference
+//     implementation, the tensors must tile the data section exactly.
+//
+// # Lifetime
+//
+// A File's mapping is reference counted: one reference for the File until
+// Close, one for each tensor exported from it until its consumer releases
+// it (dlpack.Releaser, from any goroutine or C thread). The last one
+// unmaps, exactly once; LiveMappings counts mappings not yet unmapped.
+// After Close a File exports nothing more (dlpack.ErrClosed). A read-only
+// mapping gives read-only tensors (dlpack.FlagReadOnly): a consumer asking
+// for a writable tensor gets a copy or an error, never a writable view.
+// As with any mapping (and numpy.memmap), truncating the file while it is
+// mapped makes reads of the lost pages fault (SIGBUS): don't.
+//
+// # Out of Go: WriteNPY, WriteNPZ, WriteSafetensors
+//
+// The writers take any dlpack.Producer (a Foreign, a dlpack.Array, a
+// Buffer, a Tensor of another File), with any strides, take it with
+// dlpack.From, stream its elements in C order, and release it. WriteNPY
+// writes format 1.0 (2.0 for huge headers) with the data 64-byte aligned,
+// as NumPy does; WriteNPZ stores members 64-byte aligned in the archive
+// (a padding extra field), so OpenNPZ maps every member of a stored
+// archive it wrote; WriteSafetensors lays tensors out as the reference
+// implementation does (decreasing item size, then name; header padded
+// with spaces to 8 bytes).
+//
+// # Bad files
+//
+// Every malformed file is an error wrapping one of ErrFormat,
+// ErrTruncated, ErrLayout, ErrDType or ErrByteOrder, and a
+// *dlpack.FieldError naming the field and value; the catalogue is
+// docs/rejects-files.md. Parsing never reads outside the file, and a
+// failed open leaves nothing mapped.
+//
+// The formats are little-endian: the package supports little-endian hosts
+// (amd64, arm64, riscv64, ...). Mapping needs a Unix system; elsewhere the
+// Open functions fail with ErrUnsupported.
+package tensorfile

@@ -1,0 +1,17 @@
+package tensorfile
+
+import (
+	"bytes"
+
+	"github.com/godlpack/dlpack"
+)
+
+// Unmaps returns how many mappings have been unmapped so far.
+func Unmaps() int64 { return unmaps.Load() }
+
+// RowMajor returns the elements of f in row-major order, as bytes.
+func RowMajor(f dlpack.Foreign) ([]byte, error) {
+	var b bytes.Buffer
+	err := writeElements(&b, f)
+	return b.Bytes(), err
+}

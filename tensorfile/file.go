@@ -1,0 +1,265 @@
+package tensorfile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+)
+
+// Option changes how a file is opened.
+type Option struct{ writable bool }
+
+// ReadWrite maps the file read-write (shared): tensors are writable, and
+// writes through them reach the file. Without it files are mapped
+// read-only and every tensor is read-only (dlpack.FlagReadOnly); a
+// consumer that asks for a writable tensor gets a copy or an error, never
+// a writable view of the mapping.
+func ReadWrite() Option { return Option{writable: true} }
+
+// File is an opened tensor file: a .npy array, the members of a .npz
+// archive, or the tensors of a safetensors file. Its tensors are views of
+// one memory mapping of the file (or, for what cannot be mapped, of copies
+// in dlpack.Buffers: see Tensor.Mapped).
+//
+// Lifetime: the mapping stays until Close has been called AND every tensor
+// exported from the file (dlpack.From, dlpack.Produce, a capsule handed to
+// Python) has been released, from any goroutine or C thread; then it is
+// unmapped, once. After Close no new exports can be made (dlpack.ErrClosed), but
+// those made before stay valid. LiveMappings counts mappings not yet
+// unmapped.
+//
+// A File is safe for concurrent use.
+type File struct {
+	mu       sync.RWMutex
+	closed   bool
+	m        *mapping // nil when nothing is mapped (CopyNPY)
+	writable bool
+	tensors  []*Tensor
+	byName   map[string]*Tensor
+	meta     map[string]string
+	bufs     []*dlpack.Buffer[uint8]
+}
+
+// mapping is one mmap of a file with a reference count: one reference for
+// the File until Close, one per tensor description handed to a consumer
+// until it calls ReleaseTensor. The last reference unmaps.
+type mapping struct {
+	data []byte
+	refs atomic.Int64
+}
+
+var (
+	liveMappings atomic.Int64
+	unmaps       atomic.Int64 // for the tests: unmaps done
+)
+
+// LiveMappings returns the number of file mappings not yet unmapped: each
+// File that maps its file counts one until it is closed and every tensor
+// exported from it is released.
+func LiveMappings() int64 { return liveMappings.Load() }
+
+// ReleaseTensor drops one consumer's reference (dlpack.Releaser); it is
+// called by the consumer side of package dlpack, exactly once per
+// description.
+func (m *mapping) ReleaseTensor() { m.release() }
+
+func (m *mapping) release() {
+	if m.refs.Add(-1) == 0 {
+		_ = munmap(m.data) // cannot fail for a mapping we made
+		m.data = nil
+		unmaps.Add(1)
+		liveMappings.Add(-1)
+	}
+}
+
+// openFile opens path, maps it whole and returns a File owning the
+// mapping, and the descriptor, for reading headers with pread: parsing
+// reads headers through the descriptor, never through the mapping, so
+// opening faults in no page of it (a fault in a large mapping of a file
+// is what makes opening cost more for a large file).
+func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
+	writable := false
+	for _, o := range opts {
+		writable = writable || o.writable
+	}
+	flag := os.O_RDONLY
+	if writable {
+		flag = os.O_RDWR
+	}
+	fd, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	st, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		return nil, nil, 0, err
+	}
+	size := st.Size()
+	if size == 0 {
+		fd.Close()
+		return nil, nil, 0, fieldErr(ErrTruncated, "file size", 0, "empty file")
+	}
+	if size != int64(int(size)) {
+		fd.Close()
+		return nil, nil, 0, fieldErr(ErrTruncated, "file size", size, "larger than the address space")
+	}
+	data, err := mmapFile(fd, size, writable)
+	if err != nil {
+		fd.Close()
+		return nil, nil, 0, fmt.Errorf("tensorfile: mapping %s: %w", path, err)
+	}
+	m := &mapping{data: data}
+	m.refs.Store(1)
+	liveMappings.Add(1)
+	return &File{m: m, writable: writable}, fd, size, nil
+}
+
+// readPrefix reads the first min(n, size) bytes of fd.
+func readPrefix(fd io.ReaderAt, n, size int64) ([]byte, error) {
+	b := make([]byte, min(n, size))
+	if _, err := fd.ReadAt(b, 0); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// at returns the address of byte off of the mapping, without touching it.
+func (m *mapping) at(off int64) unsafe.Pointer {
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(m.data)), off)
+}
+
+// Close drops the File's reference to its mapping (and to its copied
+// tensors' buffers). The memory is released now if no export is
+// outstanding, else when the last consumer releases its tensor. Close is
+// idempotent and safe to call from several goroutines.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	for _, b := range f.bufs {
+		b.Close()
+	}
+	if f.m != nil {
+		f.m.release()
+	}
+	return nil
+}
+
+// Tensors returns the file's tensors in file order (for safetensors, the
+// order of their data; for .npz, the archive's order; a .npy file has one,
+// named "").
+func (f *File) Tensors() []*Tensor { return append([]*Tensor(nil), f.tensors...) }
+
+// Tensor returns the tensor named name, or an error wrapping ErrNotFound.
+func (f *File) Tensor(name string) (*Tensor, error) {
+	if t, ok := f.byName[name]; ok {
+		return t, nil
+	}
+	return nil, fieldErr(ErrNotFound, "name", name, "")
+}
+
+// Metadata returns a copy of the safetensors __metadata__ (nil for other
+// formats or when absent).
+func (f *File) Metadata() map[string]string {
+	if f.meta == nil {
+		return nil
+	}
+	m := make(map[string]string, len(f.meta))
+	for k, v := range f.meta {
+		m[k] = v
+	}
+	return m
+}
+
+// Writable reports whether the file was opened with ReadWrite.
+func (f *File) Writable() bool { return f.writable }
+
+// MappedRange returns the address and length of the file's mapping while
+// it is mapped (0, 0 when the File maps nothing, or after Close). Mapped
+// tensors' data lies inside it.
+func (f *File) MappedRange() (addr uintptr, size int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.m == nil || f.closed {
+		return 0, 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data))), len(f.m.data)
+}
+
+func (f *File) add(t *Tensor) error {
+	if f.byName == nil {
+		f.byName = make(map[string]*Tensor)
+	}
+	if _, dup := f.byName[t.name]; dup {
+		return fieldErr(ErrFormat, "name", t.name, "two tensors of the same name")
+	}
+	t.file = f
+	f.byName[t.name] = t
+	f.tensors = append(f.tensors, t)
+	return nil
+}
+
+// Tensor is one array of a File. It is a dlpack.Source and a
+// dlpack.Producer: dlpack.From(t) gives a Foreign, dlpack.Produce(t, req)
+// a managed tensor for C or Python; either shares the file's memory.
+// A Tensor holds no reference itself: each export does, until released.
+type Tensor struct {
+	file     *File
+	name     string
+	dtype    dlpack.DataType
+	shape    []int64
+	strides  []int64 // elements
+	nbytes   int64
+	data     unsafe.Pointer        // the first byte in the mapping; nil when empty or copied
+	buf      *dlpack.Buffer[uint8] // the copy, when not mapped
+	readOnly bool
+}
+
+// Name returns the tensor's name: the safetensors key, the .npz member
+// name without ".npy", or "" for a .npy file.
+func (t *Tensor) Name() string { return t.name }
+
+// DataType returns the tensor's DLPack data type.
+func (t *Tensor) DataType() dlpack.DataType { return t.dtype }
+
+// Shape returns a copy of the shape.
+func (t *Tensor) Shape() []int64 { return append([]int64(nil), t.shape...) }
+
+// Strides returns a copy of the strides, in elements: row-major, or
+// column-major for Fortran-order .npy arrays.
+func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
+
+// NBytes returns the size of the tensor's data in bytes.
+func (t *Tensor) NBytes() int64 { return t.nbytes }
+
+// Mapped reports whether the tensor is a view of the file's mapping (true
+// for .npy and safetensors tensors and for stored, suitably aligned .npz
+// members) rather than a copy in a dlpack.Buffer (deflated or misaligned
+// .npz members, CopyNPY).
+func (t *Tensor) Mapped() bool { return t.buf == nil }
+
+// ReadOnly reports whether exports of the tensor are read-only.
+func (t *Tensor) ReadOnly() bool { return t.readOnly }
+
+// String describes the tensor, such as `"w" float32[2 3] mapped read-only`.
+func (t *Tensor) String() string {
+	s := fmt.Sprintf("%q %v%v", t.name, t.dtype, t.shape)
+	if t.Mapped() {
+		s += " mapped"
+	} else {
+		s += " copied"
+	}
+	if t.readOnly {
+		s += " read-only"
+	}
+	return s
+}

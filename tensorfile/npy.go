@@ -1,0 +1,489 @@
+package tensorfile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/godlpack/dlpack"
+)
+
+const npyMagic = "\x93NUMPY"
+
+// npyHeader is a parsed .npy header.
+type npyHeader struct {
+	major, minor byte
+	descr        string
+	dtype        dlpack.DataType
+	bigEndian    bool
+	fortran      bool
+	shape        []int64
+	strides      []int64
+	nbytes       int64 // data bytes that follow the header
+	dataOffset   int64 // where the data starts
+}
+
+// parseNPYHeader parses the header at the start of b, the first bytes of a
+// file of size bytes (all of the header, when it fits in the file): magic, version 1.0, 2.0 or 3.0, the header
+// length and the dict literal {'descr': ..., 'fortran_order': ...,
+// 'shape': (...)}, by a strict parser of exactly what NumPy writes (no
+// evaluation; keys in any order, trailing commas and spaces allowed).
+func parseNPYHeader(b []byte, size int64) (*npyHeader, error) {
+	if len(b) < 10 || size < 10 {
+		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the .npy preamble")
+	}
+	if string(b[:6]) != npyMagic {
+		return nil, fieldErr(ErrFormat, "magic", fmt.Sprintf("%q", b[:6]), `not a .npy file (want "\x93NUMPY")`)
+	}
+	h := &npyHeader{major: b[6], minor: b[7]}
+	var hlen, start int64
+	switch h.major {
+	case 1:
+		hlen, start = int64(binary.LittleEndian.Uint16(b[8:])), 10
+	case 2, 3:
+		if len(b) < 12 || size < 12 {
+			return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the .npy 2.0 preamble")
+		}
+		hlen, start = int64(binary.LittleEndian.Uint32(b[8:])), 12
+	default:
+		return nil, fieldErr(ErrFormat, "version", fmt.Sprintf("%d.%d", h.major, h.minor), "only 1.0, 2.0 and 3.0 exist")
+	}
+	if h.minor != 0 {
+		return nil, fieldErr(ErrFormat, "version", fmt.Sprintf("%d.%d", h.major, h.minor), "only 1.0, 2.0 and 3.0 exist")
+	}
+	if start+hlen > size || start+hlen > int64(len(b)) {
+		return nil, fieldErr(ErrTruncated, "header_len", hlen, fmt.Sprintf("past the end of the file (%d bytes)", size))
+	}
+	h.dataOffset = start + hlen
+	if err := h.parseDict(b[start : start+hlen]); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// npyLexer reads the Python dict literal of a .npy header.
+type npyLexer struct {
+	s []byte
+	i int
+}
+
+func (l *npyLexer) space() {
+	for l.i < len(l.s) && (l.s[l.i] == ' ' || l.s[l.i] == '\t' || l.s[l.i] == '\n' || l.s[l.i] == '\r') {
+		l.i++
+	}
+}
+
+// peek skips spaces and returns the next byte (0 at the end).
+func (l *npyLexer) peek() byte {
+	l.space()
+	if l.i < len(l.s) {
+		return l.s[l.i]
+	}
+	return 0
+}
+
+func (l *npyLexer) accept(c byte) bool {
+	if l.peek() == c {
+		l.i++
+		return true
+	}
+	return false
+}
+
+func (l *npyLexer) errAt(why string) error {
+	return fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(l.s), " \n"), 120)), fmt.Sprintf("at byte %d: %s", l.i, why))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// str reads a quoted string without escapes (NumPy's keys and type
+// strings never need them).
+func (l *npyLexer) str() (string, bool) {
+	q := l.peek()
+	if q != '\'' && q != '"' {
+		return "", false
+	}
+	end := strings.IndexByte(string(l.s[l.i+1:]), q)
+	if end < 0 {
+		return "", false
+	}
+	s := string(l.s[l.i+1 : l.i+1+end])
+	if strings.ContainsAny(s, "\\\n") {
+		return "", false
+	}
+	l.i += end + 2
+	return s, true
+}
+
+func (l *npyLexer) word() string {
+	l.space()
+	j := l.i
+	for j < len(l.s) && (l.s[j] >= 'a' && l.s[j] <= 'z' || l.s[j] >= 'A' && l.s[j] <= 'Z' || l.s[j] >= '0' && l.s[j] <= '9' || l.s[j] == '_' || l.s[j] == '-' || l.s[j] == '+' || l.s[j] == '.') {
+		j++
+	}
+	w := string(l.s[l.i:j])
+	l.i = j
+	return w
+}
+
+func (h *npyHeader) parseDict(text []byte) error {
+	l := &npyLexer{s: text}
+	if !l.accept('{') {
+		return l.errAt("the header must be a dict literal starting with '{'")
+	}
+	seen := map[string]bool{}
+	for !l.accept('}') {
+		key, ok := l.str()
+		if !ok {
+			return l.errAt("expected a quoted key or '}'")
+		}
+		if seen[key] {
+			return fieldErr(ErrFormat, "header."+key, "repeated", "each key must appear once")
+		}
+		seen[key] = true
+		if !l.accept(':') {
+			return l.errAt("expected ':' after a key")
+		}
+		var err error
+		switch key {
+		case "descr":
+			err = h.parseDescrValue(l)
+		case "fortran_order":
+			switch w := l.word(); w {
+			case "True":
+				h.fortran = true
+			case "False":
+				h.fortran = false
+			default:
+				err = fieldErr(ErrFormat, "header.fortran_order", w, "must be True or False")
+			}
+		case "shape":
+			err = h.parseShape(l)
+		default:
+			return fieldErr(ErrFormat, "header", key, "unknown key (a .npy header has exactly 'descr', 'fortran_order' and 'shape')")
+		}
+		if err != nil {
+			return err
+		}
+		if !l.accept(',') {
+			if !l.accept('}') {
+				return l.errAt("expected ',' or '}'")
+			}
+			break
+		}
+	}
+	if l.space(); l.i != len(l.s) {
+		return l.errAt("text after the closing '}'")
+	}
+	for _, k := range []string{"descr", "fortran_order", "shape"} {
+		if !seen[k] {
+			return fieldErr(ErrFormat, "header."+k, "missing", "a .npy header has exactly 'descr', 'fortran_order' and 'shape'")
+		}
+	}
+	nbytes, strides, err := layout("header.shape", h.shape, h.dtype.ItemSize(), h.fortran)
+	if err != nil {
+		return err
+	}
+	h.nbytes, h.strides = nbytes, strides
+	return nil
+}
+
+func (h *npyHeader) parseDescrValue(l *npyLexer) error {
+	if c := l.peek(); c == '[' || c == '(' || c == '{' {
+		return fieldErr(ErrDType, "header.descr", string(c)+"...", "structured dtypes are not supported")
+	}
+	s, ok := l.str()
+	if !ok {
+		return l.errAt("descr must be a quoted type string")
+	}
+	dt, big, err := parseDescr(s)
+	if err != nil {
+		return err
+	}
+	h.descr, h.dtype, h.bigEndian = s, dt, big
+	return nil
+}
+
+func (h *npyHeader) parseShape(l *npyLexer) error {
+	if !l.accept('(') {
+		return l.errAt("shape must be a tuple")
+	}
+	h.shape = []int64{}
+	for !l.accept(')') {
+		w := l.word()
+		n, err := strconv.ParseInt(w, 10, 64)
+		if err != nil || w[0] == '+' || (len(w) > 1 && w[0] == '0') {
+			if errors.Is(err, strconv.ErrRange) && w[0] != '-' {
+				return fieldErr(ErrLayout, "header.shape", w, "dimension overflows int64")
+			}
+			return fieldErr(ErrFormat, "header.shape", w, "dimensions must be non-negative decimal integers")
+		}
+		if n < 0 {
+			return fieldErr(ErrLayout, "header.shape", w, "negative dimension")
+		}
+		if len(h.shape) == dlpack.MaxNDim {
+			return fieldErr(ErrLayout, "header.shape", "(...)", "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
+		}
+		h.shape = append(h.shape, n)
+		if !l.accept(',') {
+			if len(h.shape) == 1 {
+				return fieldErr(ErrFormat, "header.shape", "("+w+")", "a one-element tuple needs a trailing comma")
+			}
+			if !l.accept(')') {
+				return l.errAt("expected ',' or ')' in shape")
+			}
+			break
+		}
+	}
+	return nil
+}
+
+// OpenNPY maps the .npy file at path (read-only unless ReadWrite) and
+// returns a File holding one tensor, named "", a view of the file's data:
+// row-major strides for C order, column-major for Fortran order. Nothing
+// of the data is read. Big-endian arrays fail with ErrByteOrder (CopyNPY
+// converts them); object and structured dtypes with ErrDType; headers
+// that disagree with the file's size with ErrTruncated.
+func OpenNPY(path string, opts ...Option) (*File, error) {
+	f, fd, size, err := openFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	t, err := npyTensor(f.m, io.NewSectionReader(fd, 0, size), 0, size, "", !f.writable)
+	if err == nil {
+		err = f.add(t)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readNPYHeader reads the header of the .npy of n bytes in r.
+func readNPYHeader(r io.ReaderAt, n int64) (*npyHeader, error) {
+	pre, err := readPrefix(r, 12, n)
+	if err != nil {
+		return nil, err
+	}
+	if len(pre) >= 12 && string(pre[:6]) == npyMagic {
+		hlen := int64(binary.LittleEndian.Uint32(pre[8:]))
+		if pre[6] == 1 {
+			hlen = 10 + int64(binary.LittleEndian.Uint16(pre[8:]))
+		} else {
+			hlen += 12
+		}
+		if hlen > 12 && hlen <= n {
+			if pre, err = readPrefix(r, hlen, n); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return parseNPYHeader(pre, n)
+}
+
+// npyTensor parses the .npy of n bytes in r, which is at byte off of the
+// mapping m, and returns a mapped tensor of it.
+func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bool) (*Tensor, error) {
+	h, err := readNPYHeader(r, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkSize(n); err != nil {
+		return nil, err
+	}
+	if h.bigEndian {
+		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; CopyNPY converts it")
+	}
+	t := &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, readOnly: readOnly}
+	if h.nbytes > 0 {
+		t.data = m.at(off + h.dataOffset)
+	}
+	return t, nil
+}
+
+// checkSize checks that a .npy of n bytes holds exactly the data its
+// header describes.
+func (h *npyHeader) checkSize(n int64) error {
+	if n-h.dataOffset != h.nbytes {
+		return fieldErr(ErrTruncated, "header.shape", h.shape, fmt.Sprintf("%v x %d bytes needs %d data bytes, the file has %d", h.dtype, h.dtype.ItemSize(), h.nbytes, n-h.dataOffset))
+	}
+	return nil
+}
+
+// CopyNPY reads the .npy file at path into memory outside the Go heap (a
+// dlpack.Buffer) and returns a File holding that copy, in native (little-
+// endian) byte order: the explicit way to open big-endian arrays. Its
+// tensor is writable and not Mapped; writes do not reach the file. Buffers
+// need cgo: without it CopyNPY fails with dlpack.ErrCgoRequired.
+func CopyNPY(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	f := &File{writable: true}
+	t, err := copyNPY(f, fd, st.Size(), "", false)
+	if err == nil {
+		err = f.add(t)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// copyNPY reads a .npy of size bytes from r into a new Buffer owned by f,
+// swapping big-endian data to native order.
+func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Tensor, error) {
+	pre := make([]byte, 12)
+	n, err := io.ReadFull(r, pre)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	pre = pre[:n]
+	need := int64(10)
+	if len(pre) >= 10 && string(pre[:6]) == npyMagic {
+		switch pre[6] {
+		case 1:
+			need += int64(binary.LittleEndian.Uint16(pre[8:]))
+		default:
+			if len(pre) >= 12 {
+				need = 12 + int64(binary.LittleEndian.Uint32(pre[8:]))
+			}
+		}
+	}
+	if need > size {
+		need = int64(len(pre)) // parseNPYHeader reports the lie
+	}
+	if need > int64(len(pre)) {
+		rest := make([]byte, need-int64(len(pre)))
+		if _, err := io.ReadFull(r, rest); err != nil {
+			return nil, fieldErr(ErrTruncated, "header_len", need, "the file ends inside the header")
+		}
+		pre = append(pre, rest...)
+	}
+	h, err := parseNPYHeader(pre, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkSize(size); err != nil {
+		return nil, err
+	}
+	// The preamble read may have taken data bytes already.
+	head := pre[h.dataOffset:]
+	buf, err := dlpack.NewBuffer[uint8](h.nbytes)
+	if err != nil {
+		return nil, err
+	}
+	f.bufs = append(f.bufs, buf)
+	data := buf.Data()
+	copy(data, head)
+	if _, err := io.ReadFull(r, data[len(head):]); err != nil {
+		return nil, fieldErr(ErrTruncated, "data", h.nbytes, "the data ends early: "+err.Error())
+	}
+	// Reading to the end also makes a zip member check its CRC.
+	k, err := io.ReadFull(r, make([]byte, 1))
+	switch {
+	case k != 0:
+		return nil, fieldErr(ErrTruncated, "data", h.nbytes, "more data than the header says")
+	case err != io.EOF:
+		return nil, fieldErr(ErrFormat, "data", h.nbytes, err.Error())
+	}
+	if h.bigEndian {
+		swapBytes(data, h.dtype)
+	}
+	return &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, buf: buf, readOnly: readOnly}, nil
+}
+
+// swapBytes reverses the bytes of every element (each half of a complex
+// number on its own).
+func swapBytes(b []byte, dt dlpack.DataType) {
+	w := dt.ItemSize()
+	if dt.Code == dlpack.CodeComplex {
+		w /= 2
+	}
+	for i := 0; i+w <= len(b); i += w {
+		e := b[i : i+w]
+		for j, k := 0, w-1; j < k; j, k = j+1, k-1 {
+			e[j], e[k] = e[k], e[j]
+		}
+	}
+}
+
+// WriteNPY writes t to w as a .npy file (format 1.0, or 2.0 for headers
+// over 64 KiB) in C order: any strides, read-only or not, of every data
+// type NumPy has (bool, int8..uint64, float16/32/64, complex64/128). The
+// tensor is taken with dlpack.From and released before WriteNPY returns;
+// the data streams to w without an intermediate copy of the whole tensor.
+func WriteNPY(w io.Writer, t dlpack.Producer) error {
+	f, err := dlpack.From(t)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	descr, err := npyDescr(f.DataType())
+	if err == nil {
+		err = checkSource(f)
+	}
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	if _, err := bw.Write(npyPreamble(descr, false, f.Shape())); err != nil {
+		return err
+	}
+	if err := writeElements(bw, f); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// npyPreamble is the magic, version, length and header NumPy writes, padded
+// with spaces and a newline so the data starts at a multiple of 64 bytes.
+func npyPreamble(descr string, fortran bool, shape []int64) []byte {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "{'descr': '%s', 'fortran_order': %s, 'shape': (", descr, map[bool]string{true: "True", false: "False"}[fortran])
+	for i, d := range shape {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(strconv.FormatInt(d, 10))
+	}
+	if len(shape) == 1 {
+		sb.WriteString(",")
+	}
+	sb.WriteString("), }")
+	hdr := sb.String()
+	major, pre := byte(1), 10
+	if len(hdr)+1+pre+64 > 65535 {
+		major, pre = 2, 12
+	}
+	total := (pre + len(hdr) + 1 + 63) / 64 * 64
+	hdr += strings.Repeat(" ", total-pre-len(hdr)-1) + "\n"
+	out := make([]byte, pre, total)
+	copy(out, npyMagic)
+	out[6], out[7] = major, 0
+	if major == 1 {
+		binary.LittleEndian.PutUint16(out[8:], uint16(len(hdr)))
+	} else {
+		binary.LittleEndian.PutUint32(out[8:], uint32(len(hdr)))
+	}
+	return append(out, hdr...)
+}

@@ -1,0 +1,221 @@
+//go:build cgo
+
+package tensorfile_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+type badFile struct {
+	format string // "npy", "npz" or "safetensors"
+	what   string
+	data   []byte
+	want   error
+}
+
+var f8x3 = make([]byte, 24)
+
+func stHdr(entries string) []byte { return stBytes("{"+entries+"}", nil) }
+
+// badFiles is the catalogue of rejected files (docs/rejects-files.md).
+var badFiles = []badFile{
+	{"npy", "empty file", nil, tensorfile.ErrTruncated},
+	{"npy", "5 bytes of magic", []byte("\x93NUMP"), tensorfile.ErrTruncated},
+	{"npy", "wrong magic", []byte("\x93NUMPX\x01\x00\x00\x00"), tensorfile.ErrFormat},
+	{"npy", "version 4.0", append([]byte("\x93NUMPY\x04\x00"), make([]byte, 60)...), tensorfile.ErrFormat},
+	{"npy", "version 1.1", append([]byte("\x93NUMPY\x01\x01"), make([]byte, 60)...), tensorfile.ErrFormat},
+	{"npy", "version 2.0 cut inside the preamble", []byte("\x93NUMPY\x02\x00\x10\x00"), tensorfile.ErrTruncated},
+	{"npy", "header length past the end", append([]byte("\x93NUMPY\x01\x00\xff\xff"), "{'descr': '<f8'}"...), tensorfile.ErrTruncated},
+	{"npy", "header length 2^32-1 (version 2.0)", append([]byte("\x93NUMPY\x02\x00\xff\xff\xff\xff"), "{}"...), tensorfile.ErrTruncated},
+	{"npy", "header is a list", npyBytes("['<f8', False, (3,)]", f8x3), tensorfile.ErrFormat},
+	{"npy", "key shape missing", npyBytes("{'descr': '<f8', 'fortran_order': False, }", f8x3), tensorfile.ErrFormat},
+	{"npy", "unknown key", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), 'x': 1, }", f8x3), tensorfile.ErrFormat},
+	{"npy", "repeated key", npyBytes("{'descr': '<f8', 'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "unterminated string", npyBytes("{'descr': '<f8", f8x3), tensorfile.ErrFormat},
+	{"npy", "backslash escape in a string", npyBytes(`{'descr': '<f\8', 'fortran_order': False, 'shape': (3,), }`, f8x3), tensorfile.ErrFormat},
+	{"npy", "text after the dict", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), } x", f8x3), tensorfile.ErrFormat},
+	{"npy", "NUL after the dict", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }\x00", f8x3), tensorfile.ErrFormat},
+	{"npy", "missing ':'", npyBytes("{'descr' '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "fortran_order not a bool", npyBytes("{'descr': '<f8', 'fortran_order': 0, 'shape': (3,), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "object dtype", npyBytes("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "object dtype with size", npyBytes("{'descr': '|O8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "structured dtype", npyBytes("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "unicode string dtype", npyBytes("{'descr': '<U2', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "datetime dtype", npyBytes("{'descr': '<M8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "float128", npyBytes("{'descr': '<f16', 'fortran_order': False, 'shape': (3,), }", make([]byte, 48)), tensorfile.ErrDType},
+	{"npy", "float64 without byte order ('|f8')", npyBytes("{'descr': '|f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "unknown type character", npyBytes("{'descr': '<x4', 'fortran_order': False, 'shape': (3,), }", make([]byte, 12)), tensorfile.ErrDType},
+	{"npy", "item size with a sign", npyBytes("{'descr': '<f+8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
+	{"npy", "big-endian float64 (OpenNPY; CopyNPY converts it)", npyBytes("{'descr': '>f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrByteOrder},
+	{"npy", "one-element shape without a comma", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "shape not a tuple", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': [3], }", f8x3), tensorfile.ErrFormat},
+	{"npy", "negative dimension", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-3,), }", f8x3), tensorfile.ErrLayout},
+	{"npy", "fractional dimension", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2.5,), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "dimension with a leading zero", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (03,), }", f8x3), tensorfile.ErrFormat},
+	{"npy", "dimension over int64", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999999999,), }", f8x3), tensorfile.ErrLayout},
+	{"npy", "element count overflows", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f8x3), tensorfile.ErrLayout},
+	{"npy", "byte size overflows", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }", f8x3), tensorfile.ErrLayout},
+	{"npy", "65 dimensions", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': ("+strings.Repeat("1, ", 65)+"), }", make([]byte, 8)), tensorfile.ErrLayout},
+	{"npy", "header says 4 elements, data holds 3", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8x3), tensorfile.ErrTruncated},
+	{"npy", "header says 2 elements, data holds 3", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", f8x3), tensorfile.ErrTruncated},
+	{"npy", "version 3.0 with a non-ASCII key", npyVersion(3, "{'descr': '<f8', 'fortran_order': False, 'shapé': (3,), }", f8x3), tensorfile.ErrFormat},
+
+	{"safetensors", "empty file", nil, tensorfile.ErrTruncated},
+	{"safetensors", "7 bytes", make([]byte, 7), tensorfile.ErrTruncated},
+	{"safetensors", "header length past the end", binary.LittleEndian.AppendUint64(nil, 64), tensorfile.ErrTruncated},
+	{"safetensors", "header length 2^64-1", binary.LittleEndian.AppendUint64(nil, 1<<64-1), tensorfile.ErrFormat},
+	{"safetensors", "header length over 100 MB", binary.LittleEndian.AppendUint64(nil, 100_000_001), tensorfile.ErrFormat},
+	{"safetensors", "header does not start with '{'", stBytes(` {}`, nil), tensorfile.ErrFormat},
+	{"safetensors", "header is a JSON array", stBytes(`[]`, nil), tensorfile.ErrFormat},
+	{"safetensors", "JSON cut short", stBytes(`{"a":{"dtype":"F32"`, nil), tensorfile.ErrFormat},
+	{"safetensors", "invalid UTF-8", stBytes("{\"\xff\":{}}", nil), tensorfile.ErrFormat},
+	{"safetensors", "text after the JSON object", stBytes(`{} x`, nil), tensorfile.ErrFormat},
+	{"safetensors", "repeated name", stBytes(`{"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`, nil), tensorfile.ErrFormat},
+	{"safetensors", "tensor info not an object", stHdr(`"a":[1,2]`), tensorfile.ErrFormat},
+	{"safetensors", "dtype missing", stHdr(`"a":{"shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "unknown dtype", stHdr(`"a":{"dtype":"F128","shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrDType},
+	{"safetensors", "sub-byte dtype F4", stHdr(`"a":{"dtype":"F4","shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrDType},
+	{"safetensors", "dtype not a string", stHdr(`"a":{"dtype":7,"shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "negative dimension", stHdr(`"a":{"dtype":"U8","shape":[-1],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "dimension over int64", stHdr(`"a":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,0]}`), tensorfile.ErrLayout},
+	{"safetensors", "element count overflows", stHdr(`"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}`), tensorfile.ErrLayout},
+	{"safetensors", "byte size overflows", stHdr(`"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}`), tensorfile.ErrLayout},
+	{"safetensors", "three data offsets", stHdr(`"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "negative data offset", stHdr(`"a":{"dtype":"U8","shape":[0],"data_offsets":[-1,-1]}`), tensorfile.ErrTruncated},
+	{"safetensors", "data offset over int64", stHdr(`"a":{"dtype":"U8","shape":[0],"data_offsets":[9223372036854775808,9223372036854775808]}`), tensorfile.ErrTruncated},
+	{"safetensors", "end before begin", stBytes(`{"a":{"dtype":"U8","shape":[0],"data_offsets":[4,0]}}`, make([]byte, 4)), tensorfile.ErrLayout},
+	{"safetensors", "offsets disagree with shape x dtype", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)), tensorfile.ErrLayout},
+	{"safetensors", "offsets past the end of the file", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 4)), tensorfile.ErrTruncated},
+	{"safetensors", "overlapping tensors", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), tensorfile.ErrLayout},
+	{"safetensors", "gap between tensors", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}`, make([]byte, 12)), tensorfile.ErrLayout},
+	{"safetensors", "data section longer than the tensors", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 8)), tensorfile.ErrTruncated},
+	{"safetensors", "control character in a name", stHdr("\"a\x01\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}"), tensorfile.ErrFormat},
+	{"safetensors", "bad escape in a name", stHdr(`"a\q":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "field repeated in an entry", stHdr(`"a":{"dtype":"U8","dtype":"U8","shape":[0],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "fractional dimension", stHdr(`"a":{"dtype":"U8","shape":[1.5],"data_offsets":[0,0]}`), tensorfile.ErrFormat},
+	{"safetensors", "number with a leading zero", stHdr(`"a":{"dtype":"U8","shape":[01],"data_offsets":[0,1]}`), tensorfile.ErrFormat},
+	{"safetensors", "unknown literal in an unknown field", stHdr(`"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"x":nul}`), tensorfile.ErrFormat},
+	{"safetensors", "NUL after the JSON object", stBytes("{}\x00", nil), tensorfile.ErrFormat},
+	{"safetensors", "metadata value not a string", stHdr(`"__metadata__":{"k":1}`), tensorfile.ErrFormat},
+
+	{"npz", "not a zip archive", []byte("PK\x03\x04 not really"), tensorfile.ErrFormat},
+	{"npz", "stored member with a lying header", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8x3)}, zip.Store), tensorfile.ErrTruncated},
+	{"npz", "deflated member with a lying header", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8x3)}, zip.Deflate), tensorfile.ErrTruncated},
+	{"npz", "stored member of object dtype", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Store), tensorfile.ErrDType},
+	{"npz", "deflated member with a bad CRC", badCRC(), tensorfile.ErrFormat},
+	{"npz", "deflated member claiming 1 TB", bomb(), tensorfile.ErrTruncated},
+}
+
+// badCRC is an archive whose one deflated member's CRC is wrong.
+func badCRC() []byte {
+	b := npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Deflate)
+	i := bytes.LastIndex(b, []byte("PK\x01\x02")) // central directory entry: CRC at +16
+	b[i+16] ^= 0xff
+	return b
+}
+
+// bomb is an archive whose deflated member claims 1 TB uncompressed.
+func bomb() []byte {
+	b := npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Deflate)
+	i := bytes.LastIndex(b, []byte("PK\x01\x02")) // uncompressed size at +24
+	binary.LittleEndian.PutUint32(b[i+24:], 0xfffffff0)
+	return b
+}
+
+func openAs(t testing.TB, c badFile) error {
+	p := writeTemp(t, "bad."+c.format, c.data)
+	var f *tensorfile.File
+	var err error
+	switch c.format {
+	case "npy":
+		f, err = tensorfile.OpenNPY(p)
+		if !errors.Is(c.want, tensorfile.ErrByteOrder) {
+			if g, cerr := tensorfile.CopyNPY(p); cerr == nil || !errors.Is(cerr, c.want) {
+				if g != nil {
+					g.Close()
+				}
+				t.Errorf("%s: CopyNPY: got %v, want %v", c.what, cerr, c.want)
+			}
+		}
+	case "npz":
+		f, err = tensorfile.OpenNPZ(p)
+	case "safetensors":
+		f, err = tensorfile.OpenSafetensors(p)
+	}
+	if f != nil {
+		f.Close()
+	}
+	return err
+}
+
+var fileSentinels = []struct {
+	err  error
+	name string
+}{
+	{tensorfile.ErrFormat, "ErrFormat"}, {tensorfile.ErrTruncated, "ErrTruncated"}, {tensorfile.ErrLayout, "ErrLayout"},
+	{tensorfile.ErrDType, "ErrDType"}, {tensorfile.ErrByteOrder, "ErrByteOrder"},
+}
+
+// TestRejectsCatalogueIsCurrent opens every file of the catalogue, requires
+// the sentinel it lists and a *dlpack.FieldError, and renders the table
+// with the errors really produced as docs/rejects-files.md, failing if the
+// committed file differs (UPDATE_DOCS=1 rewrites it).
+func TestRejectsCatalogueIsCurrent(t *testing.T) {
+	noLiveMappings(t)
+	var b strings.Builder
+	b.WriteString(`# Tensor files that package tensorfile rejects, and why
+
+Generated by ` + "`TestRejectsCatalogueIsCurrent`" + ` (package ` + "`tensorfile`" + `) from its table
+of malformed .npy, .npz and safetensors files. For every row, opening the
+file fails with the sentinel shown (test it with ` + "`errors.Is`" + `), the error is a
+` + "`*dlpack.FieldError`" + ` naming the field, nothing stays mapped, and nothing is
+read outside the file. .npy rows are checked with both ` + "`OpenNPY`" + ` and
+` + "`CopyNPY`" + ` (except the big-endian row, which ` + "`CopyNPY`" + ` converts). Regenerate
+with ` + "`UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile`" + `
+
+`)
+	fmt.Fprintf(&b, "%d files.\n\n| # | format | file | sentinel | message |\n|---|---|---|---|---|\n", len(badFiles))
+	for i, c := range badFiles {
+		err := openAs(t, c)
+		if err == nil {
+			t.Errorf("%s %s: opened", c.format, c.what)
+			continue
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s %s: got %v, want %v", c.format, c.what, err, c.want)
+		}
+		var fe *dlpack.FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s %s: %v is not a *dlpack.FieldError", c.format, c.what, err)
+		}
+		name := "?"
+		for _, s := range fileSentinels {
+			if errors.Is(err, s.err) {
+				name = s.name
+			}
+		}
+		msg := strings.ReplaceAll(err.Error(), "|", `\|`)
+		fmt.Fprintf(&b, "| %d | %s | %s | `%s` | %s |\n", i+1, c.format, c.what, name, msg)
+	}
+	const path = "../docs/rejects-files.md"
+	if os.Getenv("UPDATE_DOCS") != "" {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	old, err := os.ReadFile(path)
+	if err != nil || string(old) != b.String() {
+		t.Errorf("%s is not current (err %v): run UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile", path, err)
+	}
+}

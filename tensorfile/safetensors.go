@@ -1,0 +1,322 @@
+package tensorfile
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/godlpack/dlpack"
+)
+
+// MaxSafetensorsHeader is the largest safetensors header accepted (100 MB,
+// the reference implementation's limit).
+const MaxSafetensorsHeader = 100_000_000
+
+// stEntry is one tensor of a parsed safetensors header.
+type stEntry struct {
+	name       string
+	dtype      dlpack.DataType
+	shape      []int64
+	strides    []int64
+	begin, end int64 // in the data section
+}
+
+type stHeader struct {
+	entries  []stEntry // sorted by offset
+	meta     map[string]string
+	dataBase int64 // 8 + header length
+}
+
+// parseSafetensors parses and validates the header of a safetensors file
+// of size bytes whose first bytes are b (at least 8 + N of them; the data
+// section's size is checked against the offsets): a little-endian u64 length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {str: str}}, then the data. Like the reference implementation it
+// requires the tensors to tile the data section exactly, in any order.
+func parseSafetensors(b []byte, size int64) (*stHeader, error) {
+	if len(b) < 8 || size < 8 {
+		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if n > MaxSafetensorsHeader {
+		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
+	}
+	if n > uint64(size-8) || n > uint64(len(b)-8) {
+		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", size))
+	}
+	hdr := b[8 : 8+n]
+	if len(hdr) == 0 || hdr[0] != '{' {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr), " "), 40)), "must be a JSON object starting with '{'")
+	}
+	if !utf8.Valid(hdr) {
+		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
+	}
+	h := &stHeader{dataBase: 8 + int64(n)}
+	sc := &stScanner{b: hdr}
+	seen := make(map[string]bool, bytes.Count(hdr, []byte(`"data_offsets"`))+1)
+	err := sc.object(func(key []byte) error {
+		name := string(key)
+		if seen[name] {
+			return fieldErr(ErrFormat, "header", name, "the name appears twice")
+		}
+		seen[name] = true
+		if name == "__metadata__" {
+			m, err := sc.metadata()
+			h.meta = m
+			return err
+		}
+		e, err := sc.entry(name)
+		h.entries = append(h.entries, e)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if sc.ws(); sc.i != len(hdr) {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr[sc.i:]), " "), 40)), "text after the JSON object")
+	}
+	return h, h.checkOffsets(size - h.dataBase)
+}
+
+func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEntry, error) {
+	// Field names are built only for errors: headers list thousands.
+	field := func(suffix string) string { return strconv.Quote(name) + suffix }
+	e := stEntry{name: name}
+	if dtype == nil || shape == nil || offs == nil {
+		return e, fieldErr(ErrFormat, field(""), "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
+	}
+	dt, ok := safetensorsTypes[*dtype]
+	if !ok {
+		return e, badSafetensorsDType(field(".dtype"), *dtype)
+	}
+	e.dtype = dt
+	if len(offs) != 2 {
+		return e, fieldErr(ErrFormat, field(".data_offsets"), offs, "must be [begin, end]")
+	}
+	for _, o := range offs {
+		if o > 1<<63-1 {
+			return e, fieldErr(ErrTruncated, field(".data_offsets"), offs, "offsets must be non-negative integers inside the file")
+		}
+	}
+	e.begin, e.end = int64(offs[0]), int64(offs[1])
+	e.shape = make([]int64, len(shape))
+	for i, d := range shape {
+		if d > 1<<63-1 {
+			return e, fieldErr(ErrLayout, field(".shape"), shape, "dimension overflows int64")
+		}
+		e.shape[i] = int64(d)
+	}
+	nbytes, strides, err := layout("shape", e.shape, dt.ItemSize(), false)
+	if err != nil {
+		return e, renamed(err, field(".shape"))
+	}
+	e.strides = strides
+	if e.end < e.begin {
+		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, "end before begin")
+	}
+	if e.end-e.begin != nbytes {
+		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", e.end-e.begin, e.shape, dt, nbytes))
+	}
+	return e, nil
+}
+
+// checkOffsets sorts the entries by offset and requires them to tile the
+// data section [0, size) exactly: no gap, no overlap, nothing past the end.
+func (h *stHeader) checkOffsets(size int64) error {
+	slices.SortStableFunc(h.entries, func(a, b stEntry) int {
+		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
+	})
+	at := int64(0)
+	for _, e := range h.entries {
+		if e.end <= size && e.begin == at {
+			at = e.end
+			continue
+		}
+		field := strconv.Quote(e.name) + ".data_offsets"
+		if e.end > size {
+			return fieldErr(ErrTruncated, field, []int64{e.begin, e.end}, fmt.Sprintf("past the end of the data (%d bytes)", size))
+		}
+		if e.begin != at {
+			why := "overlaps the tensor before it"
+			if e.begin > at {
+				why = fmt.Sprintf("leaves a gap of %d bytes after offset %d", e.begin-at, at)
+			}
+			return fieldErr(ErrLayout, field, []int64{e.begin, e.end}, why)
+		}
+		at = e.end
+	}
+	if at != size {
+		return fieldErr(ErrTruncated, "data", size, fmt.Sprintf("the tensors cover %d bytes of the %d-byte data section", at, size))
+	}
+	return nil
+}
+
+// OpenSafetensors maps the safetensors file at path (read-only unless
+// ReadWrite) and returns its tensors, each a view of the mapping (the
+// data section starts right after the header, at 8 + N), ordered by
+// offset, and its __metadata__. Nothing of the data is read. Dtypes:
+// BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64, F8_E4M3
+// (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
+// and F6 types fail with ErrDType.
+func OpenSafetensors(path string, opts ...Option) (*File, error) {
+	f, fd, size, err := openFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer fd.Close()
+	if err := f.loadSafetensors(fd, size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
+	b, err := readPrefix(fd, 8, size)
+	if err != nil {
+		return err
+	}
+	if len(b) == 8 {
+		if n := binary.LittleEndian.Uint64(b); n <= MaxSafetensorsHeader && n <= uint64(size-8) {
+			if b, err = readPrefix(fd, 8+int64(n), size); err != nil {
+				return err
+			}
+		}
+	}
+	h, err := parseSafetensors(b, size)
+	if err != nil {
+		return err
+	}
+	f.meta = h.meta
+	f.byName = make(map[string]*Tensor, len(h.entries))
+	f.tensors = make([]*Tensor, 0, len(h.entries))
+	for _, e := range h.entries {
+		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
+		if t.nbytes > 0 {
+			t.data = f.m.at(h.dataBase + e.begin)
+		}
+		if err := f.add(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Named is a tensor to write under a name.
+type Named struct {
+	Name   string
+	Tensor dlpack.Producer // a Foreign, a dlpack.Array, a Buffer, a Tensor of a File...
+}
+
+// WriteSafetensors writes tensors (any strides, any of the dtypes
+// OpenSafetensors reads except F8_E8M0) and metadata (may be nil) to w
+// as a safetensors file, laid out as the reference implementation does:
+// tensors sorted by decreasing item size, then name, so each is aligned
+// for its type; the JSON header lists __metadata__ first, then the tensors
+// in data order, and is padded with spaces to a multiple of 8 bytes. Each
+// tensor is taken with dlpack.From and released before WriteSafetensors
+// returns.
+func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) error {
+	type item struct {
+		name  string
+		f     dlpack.Foreign
+		dtype string
+		size  int
+	}
+	items := make([]item, 0, len(tensors))
+	defer func() {
+		for _, it := range items {
+			it.f.Close()
+		}
+	}()
+	seen := map[string]bool{"__metadata__": true}
+	for _, nt := range tensors {
+		if seen[nt.Name] {
+			return fieldErr(ErrFormat, "name", nt.Name, "repeated or reserved")
+		}
+		seen[nt.Name] = true
+		f, err := dlpack.From(nt.Tensor)
+		if err != nil {
+			return err
+		}
+		items = append(items, item{name: nt.Name, f: f})
+		it := &items[len(items)-1]
+		if it.dtype, err = safetensorsName(f.DataType()); err != nil {
+			return err
+		}
+		if err := checkSource(f); err != nil {
+			return err
+		}
+		it.size = f.DataType().ItemSize()
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.name, b.name))
+	})
+	var hdr bytes.Buffer
+	enc := json.NewEncoder(&hdr)
+	enc.SetEscapeHTML(false)
+	str := func(s string) {
+		enc.Encode(s)
+		hdr.Truncate(hdr.Len() - 1) // Encode's newline
+	}
+	hdr.WriteByte('{')
+	if metadata != nil {
+		keys := slices.Sorted(func(yield func(string) bool) {
+			for k := range metadata {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		hdr.WriteString(`"__metadata__":{`)
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			str(k)
+			hdr.WriteByte(':')
+			str(metadata[k])
+		}
+		hdr.WriteByte('}')
+	}
+	off := int64(0)
+	for i, it := range items {
+		if i > 0 || metadata != nil {
+			hdr.WriteByte(',')
+		}
+		str(it.name)
+		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.dtype)
+		for j, d := range it.f.Shape() {
+			if j > 0 {
+				hdr.WriteByte(',')
+			}
+			hdr.WriteString(strconv.FormatInt(d, 10))
+		}
+		nb := it.f.Len() * int64(it.size)
+		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+nb)
+		off += nb
+	}
+	hdr.WriteByte('}')
+	for hdr.Len()%8 != 0 {
+		hdr.WriteByte(' ')
+	}
+	bw := bufio.NewWriterSize(w, 1<<16)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(hdr.Len()))
+	bw.Write(n[:])
+	bw.Write(hdr.Bytes())
+	for _, it := range items {
+		if err := writeElements(bw, it.f); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}

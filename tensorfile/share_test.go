@@ -1,0 +1,33 @@
+//go:build cgo
+
+package tensorfile_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// NumPy takes Go-mapped tensors with numpy.from_dlpack and shares the
+// mapping (its arrays lie inside the range Go reports), read-only or
+// read-write (a write through NumPy reaches the file); the mapping stays
+// until the last array is gone and is then unmapped. NumPy runs in a
+// Python process that loads this package as a c-shared library.
+func TestNumPySharesTheMapping(t *testing.T) {
+	py := python(t)
+	lib := filepath.Join(t.TempDir(), "libtensorfile.so")
+	gobin := os.Getenv("GO") // the go command that runs the tests (make sets GO)
+	if gobin == "" {
+		gobin = "go"
+	}
+	if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "./internal/libtensorfile").CombinedOutput(); err != nil {
+		t.Fatalf("building the c-shared library: %v\n%s", err, out)
+	}
+	out, err := exec.Command(py, "testdata/share.py", lib, t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("share.py: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}

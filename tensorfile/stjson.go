@@ -1,0 +1,432 @@
+package tensorfile
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// stScanner reads a safetensors JSON header: strict JSON (RFC 8259) with
+// the header's schema, without reflection (encoding/json takes several
+// times longer on the headers of real model files, which list hundreds or
+// thousands of tensors). Like the reference implementation it ignores
+// unknown fields of a tensor's entry.
+type stScanner struct {
+	b []byte
+	i int
+}
+
+func (s *stScanner) err(why string) error {
+	return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %s", s.i, why))
+}
+
+func (s *stScanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek skips whitespace and returns the next byte, 0 at the end.
+func (s *stScanner) peek() byte {
+	s.ws()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *stScanner) expect(c byte) error {
+	if s.peek() != c {
+		return s.err(fmt.Sprintf("expected %q", c))
+	}
+	s.i++
+	return nil
+}
+
+// str reads a string, decoding escapes.
+func (s *stScanner) str() (string, error) {
+	b, err := s.strBytes()
+	return string(b), err
+}
+
+// strBytes reads a string, decoding escapes; without escapes the result is
+// a slice of the header (no allocation).
+func (s *stScanner) strBytes() ([]byte, error) {
+	if s.peek() != '"' {
+		return nil, s.err("expected a string")
+	}
+	s.i++
+	start := s.i
+	for s.i < len(s.b) { // fast path: no escapes
+		c := s.b[s.i]
+		if c == '"' {
+			v := s.b[start:s.i]
+			s.i++
+			return v, nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return nil, s.err("control character in a string")
+		}
+		s.i++
+	}
+	buf := append([]byte(nil), s.b[start:s.i]...)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return buf, nil
+		case c < 0x20:
+			return nil, s.err("control character in a string")
+		case c != '\\':
+			buf = append(buf, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.b) {
+			return nil, s.err("unterminated escape")
+		}
+		e := s.b[s.i+1]
+		s.i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				return nil, s.err("bad \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					save := s.i
+					s.i += 2
+					if r2, ok = s.hex4(); !ok {
+						return nil, s.err("bad \\u escape")
+					}
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+					} else {
+						s.i = save
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return nil, s.err("bad escape")
+		}
+	}
+	return nil, s.err("unterminated string")
+}
+
+func (s *stScanner) hex4() (rune, bool) {
+	if s.i+4 > len(s.b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
+	if err != nil || s.b[s.i] == '+' || s.b[s.i] == '-' {
+		return 0, false
+	}
+	s.i += 4
+	return rune(v), true
+}
+
+// number reads a JSON number and returns its text.
+func (s *stScanner) number() (string, error) {
+	s.ws()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := func() int {
+		j := s.i
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+		return s.i - j
+	}
+	switch {
+	case s.i < len(s.b) && s.b[s.i] == '0':
+		s.i++
+	case digits() == 0:
+		return "", s.err("expected a number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return "", s.err("bad number")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return "", s.err("bad number")
+		}
+	}
+	return string(s.b[start:s.i]), nil
+}
+
+// literal reads true, false or null.
+func (s *stScanner) literal() (string, error) {
+	s.ws()
+	for _, w := range []string{"true", "false", "null"} {
+		if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
+			s.i += len(w)
+			return w, nil
+		}
+	}
+	return "", s.err("expected a value")
+}
+
+// skip reads and drops any value, nested at most depth levels.
+func (s *stScanner) skip(depth int) error {
+	if depth > 64 {
+		return s.err("nested too deeply")
+	}
+	switch s.peek() {
+	case '"':
+		_, err := s.strBytes()
+		return err
+	case '{':
+		s.i++
+		if s.peek() == '}' {
+			s.i++
+			return nil
+		}
+		for {
+			if _, err := s.strBytes(); err != nil {
+				return err
+			}
+			if err := s.expect(':'); err != nil {
+				return err
+			}
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			if s.peek() == ',' {
+				s.i++
+				continue
+			}
+			return s.expect('}')
+		}
+	case '[':
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return nil
+		}
+		for {
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			if s.peek() == ',' {
+				s.i++
+				continue
+			}
+			return s.expect(']')
+		}
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		_, err := s.number()
+		return err
+	}
+	_, err := s.literal()
+	return err
+}
+
+// object calls member for each key of an object (the scanner then at its
+// value); member must read the value.
+func (s *stScanner) object(member func(key []byte) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		k, err := s.strBytes()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		if err := member(k); err != nil {
+			return err
+		}
+		if s.peek() == ',' {
+			s.i++
+			continue
+		}
+		return s.expect('}')
+	}
+}
+
+// uints reads an array of numbers, or null (nil). Each must be a
+// non-negative integer literal; bad holds the first that is not (a
+// fraction, an exponent, a sign, or over 2^64-1), and then the values are
+// not meaningful.
+func (s *stScanner) uints() (vals []uint64, bad string, err error) {
+	if s.peek() == 'n' {
+		_, err := s.literal()
+		return nil, "", err
+	}
+	if err := s.expect('['); err != nil {
+		return nil, "", err
+	}
+	vals = make([]uint64, 0, 4)
+	if s.peek() == ']' {
+		s.i++
+		return vals, "", nil
+	}
+	for {
+		if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+			return nil, "", s.err("expected a number")
+		}
+		start := s.i
+		if _, err := s.number(); err != nil {
+			return nil, "", err
+		}
+		v, ok := uint64(0), true
+		for _, c := range s.b[start:s.i] {
+			if c < '0' || c > '9' || v > (1<<64-1-uint64(c-'0'))/10 {
+				ok = false
+				break
+			}
+			v = v*10 + uint64(c-'0')
+		}
+		if !ok && bad == "" {
+			bad = string(s.b[start:s.i])
+		}
+		vals = append(vals, v)
+		if s.peek() == ',' {
+			s.i++
+			continue
+		}
+		return vals, bad, s.expect(']')
+	}
+}
+
+// metadata reads the __metadata__ object of strings (or null).
+func (s *stScanner) metadata() (map[string]string, error) {
+	if s.peek() == 'n' {
+		_, err := s.literal()
+		return nil, err
+	}
+	if s.peek() != '{' {
+		return nil, fieldErr(ErrFormat, "__metadata__", "invalid", "must be an object of strings")
+	}
+	m := map[string]string{}
+	err := s.object(func(k []byte) error {
+		if s.peek() != '"' {
+			return fieldErr(ErrFormat, "__metadata__", strconv.Quote(string(k)), "must be an object of strings: the value is not a string")
+		}
+		v, err := s.str()
+		m[string(k)] = v
+		return err
+	})
+	return m, err
+}
+
+// entry reads one tensor's {"dtype", "shape", "data_offsets"}.
+func (s *stScanner) entry(name string) (stEntry, error) {
+	field := func(suffix string) string { return strconv.Quote(name) + suffix }
+	if s.peek() != '{' {
+		return stEntry{}, fieldErr(ErrFormat, field(""), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}")
+	}
+	var dtype *string
+	var shape []uint64
+	var offs []uint64
+	var seen [3]bool
+	err := s.object(func(k []byte) error {
+		for i, known := range [3]string{"dtype", "shape", "data_offsets"} {
+			if string(k) == known {
+				if seen[i] {
+					return fieldErr(ErrFormat, field(""), known, "a field appears twice")
+				}
+				seen[i] = true
+			}
+		}
+		switch string(k) {
+		case "dtype":
+			if s.peek() == 'n' {
+				_, err := s.literal()
+				return err
+			}
+			if s.peek() != '"' {
+				return fieldErr(ErrFormat, field(".dtype"), "invalid", "must be a string")
+			}
+			v, err := s.strBytes()
+			if err != nil {
+				return err
+			}
+			name, ok := safetensorsNames[string(v)] // interned: no allocation
+			if !ok {
+				name = string(v)
+			}
+			dtype = &name
+			return nil
+		case "shape":
+			v, bad, err := s.uints()
+			switch {
+			case err != nil:
+				return err
+			case bad != "" && isDigits(bad):
+				return fieldErr(ErrLayout, field(".shape"), bad, "dimension overflows int64")
+			case bad != "":
+				return fieldErr(ErrFormat, field(".shape"), bad, "dimensions must be non-negative integers")
+			}
+			shape = v
+			return nil
+		case "data_offsets":
+			v, bad, err := s.uints()
+			switch {
+			case err != nil:
+				return err
+			case bad != "":
+				return fieldErr(ErrTruncated, field(".data_offsets"), bad, "offsets must be non-negative integers inside the file")
+			}
+			offs = v
+			return nil
+		}
+		return s.skip(0)
+	})
+	if err != nil {
+		return stEntry{}, err
+	}
+	return checkEntry(name, dtype, shape, offs)
+}
+
+func isDigits(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
