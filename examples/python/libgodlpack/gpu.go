@@ -1,0 +1,238 @@
+package main
+
+// What the GPU suite (examples/python/tests_gpu, run by gpu/run.sh on a
+// machine with a CUDA device) needs beyond godlpack.py's API: imports with
+// options, re-exports that pass the consumer's stream on to the Python
+// producer, what Go sees of a tensor, and a CPU read that reports which
+// sentinel error refused it. Every function is called with the GIL held
+// (ctypes.PyDLL).
+
+// #include <stdint.h>
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/pycapsule"
+)
+
+// Flags of godlpack_import_opts.
+const (
+	importAssumeWritable  = 1 << iota // dlpack.AssumeWritable
+	importAllowHostMemory             // dlpack.AllowHostMemory
+	importForwardStream               // keep the producer object: consumers' streams reach it
+)
+
+// streamForeign is a tensor imported from a Python producer that keeps
+// the producer object too, so that handing the tensor on honours the
+// consumer's stream: Produce calls SyncStream (dlpack.StreamSyncer) when a
+// request names a stream for a device tensor, and SyncStream asks the
+// producer for the tensor again with that stream (__dlpack__(stream=s)),
+// which makes the producer order its pending work before s, then releases
+// what it got. The data handed on is still the one imported tensor (the
+// same memory, one deleter).
+//
+// What is synchronised: the work the producer has pending on its current
+// stream when the consumer asks (for PyTorch and CuPy, the current stream
+// of the thread at that moment), before the consumer's stream. What is
+// not: a request without a stream (stream=None means the legacy default
+// stream only through the import itself, which asked with stream=None),
+// a Go consumer taking the tensor with dlpack.From (Go keeps no streams),
+// and work the producer queues after the consumer asked.
+type streamForeign struct {
+	dlpack.Foreign
+	obj *pycapsule.Object
+}
+
+// DLPack hands the imported tensor on through Produce, with s as the
+// Source so that SyncStream is seen.
+func (s streamForeign) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	return dlpack.Produce(s, req)
+}
+
+var (
+	streamSyncs atomic.Int64 // SyncStream calls that reached the producer
+	lastStream  atomic.Int64 // the stream of the last one
+)
+
+// SyncStream passes the consumer's stream to the Python producer (GIL
+// held: only Python consumers ask with a stream, through
+// pycapsule.DLPack). A producer's exception stays pending and fails the
+// request.
+func (s streamForeign) SyncStream(_ dlpack.Device, stream int64) error {
+	m, err := s.obj.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: stream, HasStream: true})
+	if err != nil {
+		return err
+	}
+	m.Release()
+	streamSyncs.Add(1)
+	lastStream.Store(stream)
+	return nil
+}
+
+// godlpack_import_opts is godlpack_import with options: flags is a sum of
+// 1 (AssumeWritable), 2 (AllowHostMemory) and 4 (keep the producer
+// object and pass consumers' streams to it, see streamForeign). Returns
+// the id, or -1 with an exception set.
+//
+//export godlpack_import_opts
+func godlpack_import_opts(obj C.uintptr_t, flags C.int) C.int64_t {
+	var opts []dlpack.ImportOption
+	if flags&importAssumeWritable != 0 {
+		opts = append(opts, dlpack.AssumeWritable())
+	}
+	if flags&importAllowHostMemory != 0 {
+		opts = append(opts, dlpack.AllowHostMemory())
+	}
+	var o *pycapsule.Object
+	if flags&importForwardStream != 0 {
+		var err error
+		if o, err = pycapsule.Wrap(uintptr(obj)); err != nil {
+			pycapsule.Raise(err)
+			return -1
+		}
+	}
+	f, err := pycapsule.Import(uintptr(obj), opts...)
+	if err != nil {
+		if o != nil {
+			o.Close()
+		}
+		pycapsule.Raise(err)
+		return -1
+	}
+	if o == nil {
+		return register(&tensor{p: f, addr: f.DataAddr(), close: f.Close})
+	}
+	return register(&tensor{p: streamForeign{f, o}, addr: f.DataAddr(), close: func() error {
+		o.Close()
+		return f.Close()
+	}})
+}
+
+// foreignOf returns the imported tensor behind a registry entry.
+func foreignOf(t *tensor) (dlpack.Foreign, bool) {
+	switch p := t.p.(type) {
+	case dlpack.Foreign:
+		return p, true
+	case streamForeign:
+		return p.Foreign, true
+	}
+	return dlpack.Foreign{}, false
+}
+
+// Header of godlpack_tensor_info's output; shape and strides follow.
+const infoHeader = 12
+
+// godlpack_tensor_info writes what Go sees of an imported tensor to out
+// (room for capN values): device type, device id, type code, bits, lanes,
+// ndim, writable, legacy, flags, data address, byte offset, element
+// count, then the shape and the strides (in elements). Returns the values
+// written, or -1 with an exception set (no such import, closed, or out
+// too small).
+//
+//export godlpack_tensor_info
+func godlpack_tensor_info(id C.int64_t, out *C.int64_t, capN C.int) C.int {
+	t := lookup(id)
+	if t == nil {
+		pycapsule.SetError(true, "godlpack: the tensor was freed")
+		return -1
+	}
+	f, ok := foreignOf(t)
+	if !ok {
+		pycapsule.SetError(true, "godlpack: the tensor is not an import")
+		return -1
+	}
+	if err := f.Err(); err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	n := infoHeader + 2*f.NDim()
+	if int(capN) < n {
+		pycapsule.SetError(false, "godlpack: tensor_info: output too small")
+		return -1
+	}
+	dev, dt := f.Device(), f.DataType()
+	v := []int64{int64(dev.Type), int64(dev.ID), int64(dt.Code), int64(dt.Bits), int64(dt.Lanes), int64(f.NDim()),
+		b2i(f.Writable()), b2i(f.Legacy()), int64(f.Flags()), int64(f.DataAddr()), int64(f.ByteOffset()), f.Len()}
+	v = append(append(v, f.Shape()...), f.Strides()...)
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), n), v)
+	return C.int(n)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Sentinels godlpack_cpu_sum reports, by their index here (0: none).
+var sentinels = []error{nil, dlpack.ErrDevice, dlpack.ErrReadOnly, dlpack.ErrClosed, dlpack.ErrDataType, dlpack.ErrAlignment}
+
+// godlpack_cpu_sum reads an imported tensor on the CPU (dlpack.ViewOf)
+// and writes the sum of its elements to *re, *im. It sets no Python
+// exception: it returns 0, or the index in sentinels of the error that
+// refused the read (len(sentinels) for another), with the error's text
+// in msg (capMsg bytes, NUL-terminated).
+//
+//export godlpack_cpu_sum
+func godlpack_cpu_sum(id C.int64_t, re, im *C.double, msg *C.char, capMsg C.int) C.int {
+	err := cpuSum(id, re, im)
+	if err == nil {
+		return 0
+	}
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(msg)), int(capMsg))
+	buf[copy(buf[:len(buf)-1], err.Error())] = 0
+	for i, s := range sentinels[1:] {
+		if errors.Is(err, s) {
+			return C.int(i + 1)
+		}
+	}
+	return C.int(len(sentinels))
+}
+
+func cpuSum(id C.int64_t, re, im *C.double) error {
+	t := lookup(id)
+	if t == nil {
+		return dlpack.ErrClosed
+	}
+	f, ok := foreignOf(t)
+	if !ok {
+		return errors.New("godlpack: the tensor is not an import")
+	}
+	k, ok := kinds[f.DataType()]
+	if !ok {
+		return errors.New("godlpack: cannot sum " + f.DataType().String())
+	}
+	s, err := k.sum(f)
+	if err != nil {
+		return err
+	}
+	*re, *im = C.double(real(s)), C.double(imag(s))
+	return nil
+}
+
+// godlpack_gpu_stats writes out[0:8]: dlpack.Outstanding, the Stats
+// counters GoExports, BufferExports, LeakedImports, BadReleases, CBlocks,
+// then the streams passed on to producers (streamForeign.SyncStream) and
+// the last of them.
+//
+//export godlpack_gpu_stats
+func godlpack_gpu_stats(out *C.int64_t) {
+	s := dlpack.ReadStats()
+	v := []int64{dlpack.Outstanding(), s.GoExports, s.BufferExports, s.LeakedImports, s.BadReleases, s.CBlocks,
+		streamSyncs.Load(), lastStream.Load()}
+	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(v)), v)
+}
+
+// godlpack_go_version writes runtime.Version() (NUL-terminated) to buf.
+//
+//export godlpack_go_version
+func godlpack_go_version(buf *C.char, capBuf C.int) {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capBuf))
+	b[copy(b[:len(b)-1], runtime.Version())] = 0
+}
