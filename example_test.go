@@ -218,3 +218,60 @@ func ExampleDataTypeOf() {
 	fmt.Println(dlpack.DataTypeOf[complex64](), dlpack.DataTypeOf[bool]())
 	// Output: complex64 bool
 }
+
+// A Go consumer takes any producer with From; a Go producer (here an
+// Array) is taken Go to Go, without C.
+func ExampleFrom() {
+	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	f, err := dlpack.From(a)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	xs, _ := dlpack.Slice[float32](f)
+	fmt.Println(f.Shape(), xs, "shared:", &xs[0] == &a.Data[0])
+	// Output:
+	// [2 3] [1 2 3 4 5 6] shared: true
+}
+
+// A type that describes its memory is a producer: here a matrix whose
+// rows are padded, handed out with its row stride.
+type paddedMatrix struct {
+	rows, cols, stride int
+	data               []float64
+}
+
+func (m *paddedMatrix) DescribeTensor(d *dlpack.Description) error {
+	dlpack.DescribeSlice(d, m.data)
+	d.Shape = []int64{int64(m.rows), int64(m.cols)}
+	d.Strides = []int64{int64(m.stride), 1}
+	d.Owner = m // kept reachable until the last consumer is done
+	return nil
+}
+
+func (m *paddedMatrix) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
+
+func (m *paddedMatrix) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	return dlpack.Produce(m, req)
+}
+
+func ExampleProduce() {
+	m := &paddedMatrix{rows: 2, cols: 2, stride: 3, data: []float64{1, 2, 0, 3, 4, 0}}
+	// A consumer that reads the pre-1.0 ABI gets a legacy tensor.
+	t, err := m.DLPack(dlpack.Request{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("legacy:", t.IsLegacy(), "strides:", unsafe.Slice(t.Legacy.DLTensor.Strides, 2))
+	t.Release() // what the consumer does when done
+	// A versioned consumer that forbids copies, asking for read-only data
+	// it cannot be told is read-only, is refused.
+	ro := &dlpack.Array[float64]{Data: m.data, Shape: []int64{6}, ReadOnly: true}
+	_, err = ro.DLPack(dlpack.Request{Copy: dlpack.CopyNever})
+	fmt.Println(errors.Is(err, dlpack.ErrReadOnly))
+	fmt.Println("outstanding:", dlpack.Outstanding())
+	// Output:
+	// legacy: true strides: [3 1]
+	// true
+	// outstanding: 0
+}

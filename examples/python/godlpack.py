@@ -1,38 +1,52 @@
 """Go tensors for Python, through DLPack and libgodlpack (a C shared library
-built from Go). GoTensor implements the DLPack protocol, so NumPy, JAX and
-others accept it (numpy.from_dlpack); consume_sum hands any DLPack producer
-to Go."""
+built from Go with package pycapsule). GoTensor implements the DLPack
+protocol, so NumPy, JAX and others accept it (numpy.from_dlpack); it holds
+Go memory, a tensor Go imported from another producer (handed on without a
+copy), or a wrapped Python producer. consume_sum and copy_out hand any
+DLPack producer to Go."""
 import ctypes
 import os
 
 _lib = ctypes.PyDLL(os.environ.get("GODLPACK_LIB", os.path.join(os.path.dirname(__file__), "libgodlpack.so")))
+_obj = ctypes.py_object
 _lib.godlpack_init.restype = ctypes.c_int
 _lib.godlpack_arange.restype = ctypes.c_int64
 _lib.godlpack_arange.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
-_lib.godlpack_free.argtypes = [ctypes.c_int64]
-_lib.godlpack_data_addr.restype = ctypes.c_size_t
-_lib.godlpack_data_addr.argtypes = [ctypes.c_int64]
-_lib.godlpack_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
-_lib.godlpack_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
-_lib.godlpack_consume.restype = ctypes.c_int
-_lib.godlpack_consume.argtypes = [ctypes.py_object, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_int)]
 _lib.godlpack_from_bytes.restype = ctypes.c_int64
 _lib.godlpack_from_bytes.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64), ctypes.c_int,
                                      ctypes.c_char_p, ctypes.c_int64, ctypes.c_int]
+_lib.godlpack_import.restype = ctypes.c_int64
+_lib.godlpack_import.argtypes = [_obj, ctypes.c_int]
+_lib.godlpack_wrap.restype = ctypes.c_int64
+_lib.godlpack_wrap.argtypes = [_obj]
+_lib.godlpack_free.argtypes = [ctypes.c_int64]
+_lib.godlpack_live.restype = ctypes.c_int64
+_lib.godlpack_data_addr.restype = ctypes.c_size_t
+_lib.godlpack_data_addr.argtypes = [ctypes.c_int64]
+_lib.godlpack_dlpack.restype = _obj  # a new reference, or NULL with an exception set
+_lib.godlpack_dlpack.argtypes = [ctypes.c_int64, _obj, _obj, _obj, _obj]
+_lib.godlpack_dlpack_device.restype = _obj
+_lib.godlpack_dlpack_device.argtypes = [ctypes.c_int64]
+_lib.godlpack_consume.restype = ctypes.c_int
+_lib.godlpack_consume.argtypes = [_obj, ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double),
+                                  ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
 _lib.godlpack_copy_out.restype = ctypes.c_int64
-_lib.godlpack_copy_out.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int64,
+_lib.godlpack_copy_out.argtypes = [_obj, ctypes.c_void_p, ctypes.c_int64,
                                    ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int)]
 _lib.godlpack_outstanding.restype = ctypes.c_int64
 _lib.godlpack_go_heap.restype = ctypes.c_int64
 if _lib.godlpack_init() != 0:
     raise ImportError("libgodlpack: CPython C API not found in this process")
 
-KDLCPU = 1
+COMPLEX = 5  # the DLPack type code of complex numbers
 
 
 class GoTensor:
-    """A tensor owned by Go: GoTensor(rows, cols) is float64 0, 1, 2, ...;
-    GoTensor.from_bytes copies any supported element type into Go."""
+    """A tensor held by Go, by id in the library's registry. GoTensor(rows,
+    cols) is Go float64 memory 0, 1, 2, ...; from_bytes copies any supported
+    element type into Go memory; from_dlpack imports another producer's
+    tensor into Go (re-exported without a copy); wrap passes every request
+    on to a Python producer. Its __dlpack__ is pycapsule.DLPack in Go."""
 
     def __init__(self, rows, cols, readonly=False, _id=None):
         self._id = _id if _id is not None else _lib.godlpack_arange(rows, cols, 1 if readonly else 0)
@@ -40,70 +54,77 @@ class GoTensor:
     @classmethod
     def from_bytes(cls, code, bits, shape, data, readonly=False):
         """A Go tensor of DLPack type (code, bits) and the given shape
-        holding a copy of data (bytes, native order, row-major)."""
+        holding a copy of data (bytes, native order, row-major): exactly
+        the shape's size, else ValueError."""
         sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-        i = _lib.godlpack_from_bytes(code, bits, sh, len(shape), bytes(data), len(data), 1 if readonly else 0)
+        data = bytes(data)
+        i = _lib.godlpack_from_bytes(code, bits, sh, len(shape), data, len(data), 1 if readonly else 0)
         return cls(0, 0, _id=i)
 
+    @classmethod
+    def from_dlpack(cls, obj, assume_writable=False):
+        """Imports obj's tensor (any __dlpack__ producer, or a capsule) into
+        Go, which owns it until close(); handed on from here, it is shared,
+        not copied."""
+        return cls(0, 0, _id=_lib.godlpack_import(obj, 1 if assume_writable else 0))
+
+    @classmethod
+    def wrap(cls, obj):
+        """A Go producer that passes each __dlpack__ request on to obj."""
+        return cls(0, 0, _id=_lib.godlpack_wrap(obj))
+
+    def close(self):
+        """Drops Go's handle now (also done when the object dies)."""
+        if self._id > 0:
+            _lib.godlpack_free(self._id)
+            self._id = 0
+
     def __del__(self):
-        _lib.godlpack_free(self._id)
+        self.close()
 
     @property
     def data_address(self):
         return _lib.godlpack_data_addr(self._id)
 
     def __dlpack_device__(self):
-        return (KDLCPU, 0)
+        return _lib.godlpack_dlpack_device(self._id)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if stream is not None and stream != -1:
-            raise BufferError("godlpack: CPU tensors take stream=None")
-        if dl_device is not None and tuple(dl_device) != (KDLCPU, 0):
-            raise BufferError(f"godlpack: unsupported device requested: {dl_device}")
-        major = -1 if max_version is None else int(max_version[0])
-        copy_mode = -1 if copy is None else int(bool(copy))
-        return _lib.godlpack_dlpack(self._id, major, copy_mode)
+        return _lib.godlpack_dlpack(self._id, stream, max_version, dl_device, copy)
 
 
-def consume_capsule(capsule):
-    """Imports a DLPack capsule into Go; returns (sum, versioned, read_only, compact)."""
-    s, info = ctypes.c_double(), ctypes.c_int()
-    if _lib.godlpack_consume(capsule, ctypes.byref(s), ctypes.byref(info)) != 0:
+def consume_sum(obj):
+    """Hands obj (any DLPack producer, or a capsule) to Go, which asks for
+    a versioned capsule (bare __dlpack__() on TypeError) and sums it, any
+    element type; returns (sum, versioned, read_only, compact). The sum is
+    complex for complex tensors, a float otherwise (bools count 1)."""
+    re, im, code, info = ctypes.c_double(), ctypes.c_double(), ctypes.c_int(), ctypes.c_int()
+    if _lib.godlpack_consume(obj, ctypes.byref(re), ctypes.byref(im), ctypes.byref(code), ctypes.byref(info)) != 0:
         raise RuntimeError("unreachable: the library set a Python exception")
-    return s.value, bool(info.value & 1), bool(info.value & 2), bool(info.value & 4)
+    total = complex(re.value, im.value) if code.value == COMPLEX else re.value
+    return total, bool(info.value & 1), bool(info.value & 2), bool(info.value & 4)
 
 
-def consume_sum(obj, **kwargs):
-    """Asks obj for a capsule the way array-API consumers do (versioned 1.3,
-    falling back to a bare call on TypeError) and sums it in Go."""
-    try:
-        capsule = obj.__dlpack__(max_version=(1, 3), **kwargs)
-    except TypeError:
-        capsule = obj.__dlpack__(**kwargs)
-    return consume_capsule(capsule)
+consume_capsule = consume_sum  # a capsule is consumed directly
 
 
-def copy_out(obj, nbytes, **kwargs):
-    """Asks obj for a capsule (versioned 1.3, bare on TypeError), imports
-    it into Go, and returns (code, bits, the elements' bytes in row-major
-    order) as Go read them."""
-    try:
-        capsule = obj.__dlpack__(max_version=(1, 3), **kwargs)
-    except TypeError:
-        capsule = obj.__dlpack__(**kwargs)
-    return copy_out_capsule(capsule, nbytes)
-
-
-def copy_out_capsule(capsule, nbytes):
+def copy_out(obj, nbytes):
+    """Hands obj (any DLPack producer, or a capsule) to Go and returns
+    (code, bits, the elements' bytes in row-major order) as Go read them."""
     buf = ctypes.create_string_buffer(max(nbytes, 1))
     code, bits = ctypes.c_int(), ctypes.c_int()
-    n = _lib.godlpack_copy_out(capsule, buf, nbytes, ctypes.byref(code), ctypes.byref(bits))
+    n = _lib.godlpack_copy_out(obj, buf, nbytes, ctypes.byref(code), ctypes.byref(bits))
     return code.value, bits.value, buf.raw[:n]
 
 
 def outstanding():
     """Go exports not yet released by their consumers."""
     return _lib.godlpack_outstanding()
+
+
+def live():
+    """Tensors held in the library's registry."""
+    return _lib.godlpack_live()
 
 
 def go_heap():

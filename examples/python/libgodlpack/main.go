@@ -1,16 +1,23 @@
 // Command libgodlpack is a C shared library that gives Python DLPack access
-// to Go tensors and lets Go consume Python's, through package pycapsule:
+// to Go tensors and lets Go consume and re-export Python's, through
+// package pycapsule:
 //
 //	go build -buildmode=c-shared -o libgodlpack.so ./examples/python/libgodlpack
 //
-// godlpack.py loads it with ctypes.PyDLL (every call holds the GIL).
+// godlpack.py loads it with ctypes.PyDLL (every call holds the GIL). Python
+// refers to a Go tensor by an id in a registry; each is a dlpack.Producer
+// (a dlpack.Array of Go memory, an imported dlpack.Foreign, or a wrapped
+// Python object), and __dlpack__ is pycapsule.DLPack on it.
 package main
 
 // #include <stdint.h>
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -20,71 +27,32 @@ import (
 	"github.com/godlpack/dlpack/pycapsule"
 )
 
-// goTensor is a Go-owned tensor that Python refers to by id.
-type goTensor struct {
-	addr     uintptr // first element
-	shape    []int64
-	readOnly bool
-	// export lends the tensor (or, with copy, a copy of it) to a consumer.
-	export func(versioned, copy bool, opts []dlpack.ExportOption) (unsafe.Pointer, error)
-}
-
-// exporter returns the export function of a typed Go slice.
-func exporter[T dlpack.Element](data []T, shape []int64) func(bool, bool, []dlpack.ExportOption) (unsafe.Pointer, error) {
-	return func(versioned, copy bool, opts []dlpack.ExportOption) (unsafe.Pointer, error) {
-		d := data
-		if copy {
-			d = append([]T(nil), data...)
-		}
-		if versioned {
-			m, err := dlpack.Export(d, shape, opts...)
-			return unsafe.Pointer(m), err
-		}
-		m, err := dlpack.ExportLegacy(d, shape, opts...)
-		return unsafe.Pointer(m), err
-	}
-}
-
-// typed makes a Go slice of T holding a copy of raw (native byte order).
-func typed[T dlpack.Element](raw []byte, shape []int64) *goTensor {
-	var z T
-	n := len(raw) / int(unsafe.Sizeof(z))
-	data := make([]T, n)
-	if n > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), len(raw)), raw)
-	}
-	t := &goTensor{shape: shape, export: exporter(data, shape)}
-	if n > 0 {
-		t.addr = uintptr(unsafe.Pointer(&data[0]))
-	}
-	return t
-}
-
-// elementKind holds what the library does with one Go element type.
-type elementKind struct {
-	make    func(raw []byte, shape []int64) *goTensor
-	copyOut func(f dlpack.Foreign, dst []byte) (int, error)
-}
-
-func kindOf[T dlpack.Element]() elementKind {
-	return elementKind{make: typed[T], copyOut: copyTyped[T]}
-}
-
-// kinds lists every element type the library exchanges, once.
-var kinds = map[dlpack.DataType]elementKind{
-	dlpack.Bool: kindOf[bool](), dlpack.Int8: kindOf[int8](), dlpack.Int16: kindOf[int16](),
-	dlpack.Int32: kindOf[int32](), dlpack.Int64: kindOf[int64](), dlpack.Uint8: kindOf[uint8](),
-	dlpack.Uint16: kindOf[uint16](), dlpack.Uint32: kindOf[uint32](), dlpack.Uint64: kindOf[uint64](),
-	dlpack.Float16: kindOf[minifloat.Float16](), dlpack.BFloat16: kindOf[minifloat.BFloat16](),
-	dlpack.Float32: kindOf[float32](), dlpack.Float64: kindOf[float64](),
-	dlpack.Complex64: kindOf[complex64](), dlpack.Complex128: kindOf[complex128](),
+// tensor is a registry entry: what Python's GoTensor refers to.
+type tensor struct {
+	p     dlpack.Producer
+	addr  uintptr      // first element, 0 if unknown (a wrapped object)
+	close func() error // nil for Go memory
 }
 
 var (
 	mu      sync.Mutex
-	tensors = map[int64]*goTensor{}
+	tensors = map[int64]*tensor{}
 	nextID  int64
 )
+
+func register(t *tensor) C.int64_t {
+	mu.Lock()
+	defer mu.Unlock()
+	nextID++
+	tensors[nextID] = t
+	return C.int64_t(nextID)
+}
+
+func lookup(id C.int64_t) *tensor {
+	mu.Lock()
+	defer mu.Unlock()
+	return tensors[int64(id)]
+}
 
 //export godlpack_init
 func godlpack_init() C.int {
@@ -94,149 +62,243 @@ func godlpack_init() C.int {
 	return 0
 }
 
+// arrayOf registers a Go array. Its memory comes from dlpack.AlignedSlice,
+// so consumers that share only aligned memory (JAX) share it.
+func arrayOf[T dlpack.Element](a *dlpack.Array[T]) C.int64_t {
+	t := &tensor{p: a}
+	if len(a.Data) > 0 {
+		t.addr = uintptr(unsafe.Pointer(&a.Data[a.Offset]))
+	}
+	return register(t)
+}
+
 // godlpack_arange makes a Go float64 tensor 0, 1, ..., rows*cols-1 of
 // shape (rows, cols) and returns its id.
 //
 //export godlpack_arange
 func godlpack_arange(rows, cols C.int64_t, readOnly C.int) C.int64_t {
-	n := int64(rows) * int64(cols)
-	data := make([]float64, n)
+	data := dlpack.AlignedSlice[float64](int(rows * cols))
 	for i := range data {
 		data[i] = float64(i)
 	}
-	shape := []int64{int64(rows), int64(cols)}
-	t := &goTensor{shape: shape, readOnly: readOnly != 0, export: exporter(data, shape)}
-	if n > 0 {
-		t.addr = uintptr(unsafe.Pointer(&data[0]))
-	}
-	return register(t)
+	a := dlpack.NewArray(data, int64(rows), int64(cols))
+	a.ReadOnly = readOnly != 0
+	return arrayOf(a)
 }
 
-func register(t *goTensor) C.int64_t {
-	mu.Lock()
-	defer mu.Unlock()
-	nextID++
-	tensors[nextID] = t
-	return C.int64_t(nextID)
+// elementKind holds what the library does with one Go element type.
+type elementKind struct {
+	size    int
+	make    func(raw []byte, shape []int64, readOnly bool) C.int64_t
+	copyOut func(f dlpack.Foreign, dst []byte) (int, error)
+	sum     func(f dlpack.Foreign) (complex128, error)
+}
+
+func kindOf[T dlpack.Element](toComplex func(T) complex128) elementKind {
+	var z T
+	return elementKind{size: int(unsafe.Sizeof(z)), make: fromRaw[T], copyOut: copyTyped[T],
+		sum: func(f dlpack.Foreign) (complex128, error) { return sumTyped(f, toComplex) }}
+}
+
+func realOf[T int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](x T) complex128 {
+	return complex(float64(x), 0)
+}
+
+// kinds lists every element type the library exchanges, once.
+var kinds = map[dlpack.DataType]elementKind{
+	dlpack.Bool: kindOf(func(x bool) complex128 {
+		if x {
+			return 1
+		}
+		return 0
+	}),
+	dlpack.Int8: kindOf(realOf[int8]), dlpack.Int16: kindOf(realOf[int16]),
+	dlpack.Int32: kindOf(realOf[int32]), dlpack.Int64: kindOf(realOf[int64]),
+	dlpack.Uint8: kindOf(realOf[uint8]), dlpack.Uint16: kindOf(realOf[uint16]),
+	dlpack.Uint32: kindOf(realOf[uint32]), dlpack.Uint64: kindOf(realOf[uint64]),
+	dlpack.Float16:  kindOf(func(x minifloat.Float16) complex128 { return complex(float64(x.Float32()), 0) }),
+	dlpack.BFloat16: kindOf(func(x minifloat.BFloat16) complex128 { return complex(float64(x.Float32()), 0) }),
+	dlpack.Float32:  kindOf(realOf[float32]), dlpack.Float64: kindOf(realOf[float64]),
+	dlpack.Complex64:  kindOf(func(x complex64) complex128 { return complex128(x) }),
+	dlpack.Complex128: kindOf(func(x complex128) complex128 { return x }),
+}
+
+// fromRaw registers a Go array of T holding a copy of raw (native byte
+// order, row-major), which the caller checked is exactly the shape's size.
+func fromRaw[T dlpack.Element](raw []byte, shape []int64, readOnly bool) C.int64_t {
+	var z T
+	data := dlpack.AlignedSlice[T](len(raw) / int(unsafe.Sizeof(z)))
+	if len(data) > 0 {
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), len(raw)), raw)
+	}
+	return arrayOf(&dlpack.Array[T]{Data: data, Shape: shape, ReadOnly: readOnly})
 }
 
 // godlpack_from_bytes makes a Go tensor of the given DLPack data type and
 // shape holding a copy of nbytes at data; returns its id, or -1 with a
-// ValueError set.
+// ValueError set: an element type Go has no type for, a negative
+// dimension, or nbytes other than the shape's element count times the
+// element size (a trailing partial element is refused, never dropped).
 //
 //export godlpack_from_bytes
-func godlpack_from_bytes(code, bits C.int, shape *C.int64_t, ndim C.int, data unsafe.Pointer, nbytes C.int64_t, readOnly C.int) C.int64_t {
-	dt := dlpack.DataType{Code: dlpack.DataTypeCode(code), Bits: uint8(bits), Lanes: 1}
-	sh := append([]int64(nil), unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
-	raw := unsafe.Slice((*byte)(data), int(nbytes))
+func godlpack_from_bytes(code, bits_ C.int, shape *C.int64_t, ndim C.int, data unsafe.Pointer, nbytes C.int64_t, readOnly C.int) C.int64_t {
+	dt := dlpack.DataType{Code: dlpack.DataTypeCode(code), Bits: uint8(bits_), Lanes: 1}
 	k, ok := kinds[dt]
 	if !ok {
 		pycapsule.SetError(false, "godlpack: no Go element type for "+dt.String())
 		return -1
 	}
-	t := k.make(raw, sh)
-	t.readOnly = readOnly != 0
-	return register(t)
+	sh := make([]int64, max(int(ndim), 0)) // not nil: a 0-d shape is (), not NewArray's default
+	if ndim > 0 {
+		copy(sh, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim)))
+	}
+	want, err := byteSize(sh, k.size)
+	if err != nil {
+		pycapsule.SetError(false, err.Error())
+		return -1
+	}
+	if int64(nbytes) != want {
+		pycapsule.SetError(false, fmt.Sprintf("godlpack: nbytes = %d, but shape %v of %v takes %d bytes (%d per element)",
+			int64(nbytes), sh, dt, want, k.size))
+		return -1
+	}
+	var raw []byte
+	if nbytes > 0 {
+		raw = unsafe.Slice((*byte)(data), int(nbytes))
+	}
+	return k.make(raw, sh, readOnly != 0)
 }
 
+// byteSize is the bytes of a compact tensor of the shape, overflow-checked.
+func byteSize(shape []int64, size int) (int64, error) {
+	n := uint64(size)
+	for i, d := range shape {
+		if d < 0 {
+			return 0, fmt.Errorf("godlpack: shape[%d] = %d (negative dimension)", i, d)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("godlpack: shape %v is too large", shape)
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// godlpack_import takes a Python object with __dlpack__ (or a capsule)
+// into Go as an owned dlpack.Foreign, held in the registry until
+// godlpack_free, and returns its id, or -1 with an exception set (the
+// producer's own, or BufferError for a tensor Go rejects). Handed on, the
+// Foreign is re-exported without a copy.
+//
+//export godlpack_import
+func godlpack_import(obj C.uintptr_t, assumeWritable C.int) C.int64_t {
+	var opts []dlpack.ImportOption
+	if assumeWritable != 0 {
+		opts = append(opts, dlpack.AssumeWritable())
+	}
+	f, err := pycapsule.Import(uintptr(obj), opts...)
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	return register(&tensor{p: f, addr: f.DataAddr(), close: f.Close})
+}
+
+// godlpack_wrap makes a Python object with __dlpack__ a Go producer that
+// passes every request on to it (pycapsule.Object); returns its id, or -1
+// with an exception set.
+//
+//export godlpack_wrap
+func godlpack_wrap(obj C.uintptr_t) C.int64_t {
+	o, err := pycapsule.Wrap(uintptr(obj))
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	return register(&tensor{p: o, close: o.Close})
+}
+
+// godlpack_free drops Python's handle: an imported tensor is closed (its
+// producer's deleter runs once the consumers it was handed on to are done
+// too), a wrapped object released. Exports still held by consumers keep
+// Go memory alive.
+//
 //export godlpack_free
 func godlpack_free(id C.int64_t) {
 	mu.Lock()
+	t := tensors[int64(id)]
+	delete(tensors, int64(id))
+	mu.Unlock()
+	if t != nil && t.close != nil {
+		t.close()
+	}
+}
+
+// godlpack_live returns the number of tensors in the registry.
+//
+//export godlpack_live
+func godlpack_live() C.int64_t {
+	mu.Lock()
 	defer mu.Unlock()
-	delete(tensors, int64(id)) // exports still held by consumers keep the data alive
+	return C.int64_t(len(tensors))
 }
 
 //export godlpack_data_addr
 func godlpack_data_addr(id C.int64_t) C.uintptr_t {
-	mu.Lock()
-	defer mu.Unlock()
-	if t := tensors[int64(id)]; t != nil {
+	if t := lookup(id); t != nil {
 		return C.uintptr_t(t.addr)
 	}
 	return 0
 }
 
-// godlpack_dlpack implements GoTensor.__dlpack__: versioned 1.3 when the
-// consumer's max major version is >= 1, legacy otherwise (maxMajor < 0
-// means None); copy is -1 (None), 0 or 1. Returns a new capsule reference,
-// or 0 with a BufferError set.
+// godlpack_dlpack is GoTensor.__dlpack__ (the four arguments are borrowed
+// references): a new capsule reference, or 0 with an exception set.
 //
 //export godlpack_dlpack
-func godlpack_dlpack(id C.int64_t, maxMajor C.int, copyMode C.int) C.uintptr_t {
-	mu.Lock()
-	t := tensors[int64(id)]
-	mu.Unlock()
-	fail := func(msg string) C.uintptr_t { pycapsule.SetError(true, msg); return 0 }
+func godlpack_dlpack(id C.int64_t, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
+	t := lookup(id)
 	if t == nil {
-		return fail("godlpack: tensor was freed")
+		pycapsule.SetError(true, "godlpack: the tensor was freed")
+		return 0
 	}
-	versioned := maxMajor >= 1
-	var opts []dlpack.ExportOption
-	if copyMode == 1 {
-		opts = append(opts, dlpack.Copied())
-	} else if t.readOnly {
-		if !versioned {
-			return fail("godlpack: cannot export a read-only tensor as a legacy capsule (it cannot signal read-only); ask for max_version >= (1, 0) or copy=True")
-		}
-		opts = append(opts, dlpack.ReadOnly())
-	}
-	m, err := t.export(versioned, copyMode == 1, opts)
-	if err != nil {
-		return fail(err.Error())
-	}
-	capsule := pycapsule.New(m, versioned)
-	if capsule == 0 { // Python set the error; the tensor is still ours
-		releaseUnwrapped(m, versioned)
-	}
-	return C.uintptr_t(capsule)
+	return C.uintptr_t(pycapsule.DLPack(t.p, uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
 
-func releaseUnwrapped(m unsafe.Pointer, versioned bool) {
-	if versioned {
-		f, _ := dlpack.Import(m)
-		f.Close()
-	} else {
-		f, _ := dlpack.ImportLegacy(m)
-		f.Close()
+// godlpack_dlpack_device is GoTensor.__dlpack_device__.
+//
+//export godlpack_dlpack_device
+func godlpack_dlpack_device(id C.int64_t) C.uintptr_t {
+	t := lookup(id)
+	if t == nil {
+		pycapsule.SetError(true, "godlpack: the tensor was freed")
+		return 0
 	}
+	return C.uintptr_t(pycapsule.DLPackDevice(t.p))
 }
 
-// borrowCapsule consumes a DLPack capsule (borrowed reference), lends its
-// tensor to use and releases it. On failure it sets the Python exception
-// (ValueError for a capsule that is not unconsumed, BufferError for a
-// tensor Go rejects) and reports false.
-func borrowCapsule(capsule C.uintptr_t, use func(f dlpack.Foreign, versioned bool) error) bool {
-	m, versioned, err := pycapsule.Consume(uintptr(capsule))
-	if err != nil {
-		pycapsule.SetError(false, err.Error())
-		return false
-	}
-	fn := func(f dlpack.Foreign) error { return use(f, versioned) }
-	if versioned {
-		err = dlpack.Borrow(m, fn)
-	} else {
-		err = dlpack.BorrowLegacy(m, fn)
-	}
-	if err != nil {
-		pycapsule.SetError(true, err.Error())
+// borrow lends obj's tensor (pycapsule.Borrow) to use and releases it. On
+// failure it sets the Python exception and reports false.
+func borrow(obj C.uintptr_t, use func(f dlpack.Foreign) error) bool {
+	if err := pycapsule.Borrow(uintptr(obj), use); err != nil {
+		pycapsule.Raise(err)
 		return false
 	}
 	return true
 }
 
-// godlpack_consume imports a DLPack capsule (borrowed reference) into Go,
-// writes the sum of its elements (float32, float64 or int64, any strides)
-// to *sum and facts about it to *info (bit 0 versioned, bit 1 read-only,
-// bit 2 compact), and releases it. Returns 0, or -1 with a Python
-// exception set (ValueError for a capsule already consumed, BufferError for
-// a tensor Go rejects).
+// godlpack_consume imports any DLPack producer (or capsule) into Go, any
+// element type and strides, writes the sum of its elements (as complex;
+// bools count as 1) to *re, *im, its data type code to *code and facts
+// about it to *info (bit 0 versioned, bit 1 read-only, bit 2 compact), and
+// releases it. Returns 0, or -1 with a Python exception set.
 //
 //export godlpack_consume
-func godlpack_consume(capsule C.uintptr_t, sum *C.double, info *C.int) C.int {
-	var s float64
+func godlpack_consume(obj C.uintptr_t, re, im *C.double, code, info *C.int) C.int {
+	var s complex128
 	var facts C.int
-	ok := borrowCapsule(capsule, func(f dlpack.Foreign, versioned bool) error {
-		if versioned {
+	ok := borrow(obj, func(f dlpack.Foreign) error {
+		if !f.Legacy() {
 			facts |= 1
 		}
 		if !f.Writable() {
@@ -245,48 +307,53 @@ func godlpack_consume(capsule C.uintptr_t, sum *C.double, info *C.int) C.int {
 		if f.IsContiguous() {
 			facts |= 4
 		}
-		switch f.DataType() {
-		case dlpack.Float64:
-			return sumOf[float64](f, &s)
-		case dlpack.Float32:
-			return sumOf[float32](f, &s)
-		case dlpack.Int64:
-			return sumOf[int64](f, &s)
+		k, ok := kinds[f.DataType()]
+		if !ok {
+			return fmt.Errorf("godlpack: cannot sum %v", f.DataType())
 		}
-		return fmt.Errorf("godlpack: cannot sum %v", f.DataType())
+		*code = C.int(f.DataType().Code)
+		var err error
+		s, err = k.sum(f)
+		return err
 	})
 	if !ok {
 		return -1
 	}
-	*sum, *info = C.double(s), facts
+	*re, *im, *info = C.double(real(s)), C.double(imag(s)), facts
 	return 0
 }
 
-func sumOf[T float32 | float64 | int64](f dlpack.Foreign, s *float64) error {
+func sumTyped[T dlpack.Element](f dlpack.Foreign, toComplex func(T) complex128) (complex128, error) {
 	v, err := dlpack.ViewOf[T](f)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var s complex128
 	for _, x := range v.All() {
-		*s += float64(x)
+		s += toComplex(x)
 	}
-	return nil
+	return s, nil
 }
 
-// godlpack_copy_out imports a DLPack capsule (borrowed reference), copies
-// its elements in row-major order into out (cap bytes; native byte order)
-// and releases it. It writes the data type code and bits to *code and
-// *bits and returns the bytes written, or -1 with an exception set.
+// godlpack_copy_out imports any DLPack producer (or capsule), copies its
+// elements in row-major order into out (cap bytes; native byte order) and
+// releases it. It writes the data type code and bits to *code and *bits
+// and returns the bytes written, or -1 with an exception set (BufferError
+// when out is too small).
 //
 //export godlpack_copy_out
-func godlpack_copy_out(capsule C.uintptr_t, out unsafe.Pointer, capBytes C.int64_t, code, bits *C.int) C.int64_t {
+func godlpack_copy_out(obj C.uintptr_t, out unsafe.Pointer, capBytes C.int64_t, code, bits *C.int) C.int64_t {
 	dst := unsafe.Slice((*byte)(out), int(capBytes))
 	var n int
-	ok := borrowCapsule(capsule, func(f dlpack.Foreign, _ bool) error {
+	ok := borrow(obj, func(f dlpack.Foreign) error {
 		dt := f.DataType()
 		*code, *bits = C.int(dt.Code), C.int(dt.Bits)
+		k, ok := kinds[dt]
+		if !ok {
+			return fmt.Errorf("godlpack: no Go element type for %v", dt)
+		}
 		var err error
-		n, err = copyOut(f, dst)
+		n, err = k.copyOut(f, dst)
 		return err
 	})
 	if !ok {
@@ -295,13 +362,7 @@ func godlpack_copy_out(capsule C.uintptr_t, out unsafe.Pointer, capBytes C.int64
 	return C.int64_t(n)
 }
 
-func copyOut(f dlpack.Foreign, dst []byte) (int, error) {
-	k, ok := kinds[f.DataType()]
-	if !ok {
-		return 0, fmt.Errorf("godlpack: no Go element type for %v", f.DataType())
-	}
-	return k.copyOut(f, dst)
-}
+var errSmall = errors.New("godlpack: output buffer too small")
 
 func copyTyped[T dlpack.Element](f dlpack.Foreign, dst []byte) (int, error) {
 	v, err := dlpack.ViewOf[T](f)
@@ -311,7 +372,7 @@ func copyTyped[T dlpack.Element](f dlpack.Foreign, dst []byte) (int, error) {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	if v.Len()*size > len(dst) {
-		return 0, fmt.Errorf("godlpack: %d bytes needed, %d given", v.Len()*size, len(dst))
+		return 0, fmt.Errorf("%w: %d bytes needed, %d given", errSmall, v.Len()*size, len(dst))
 	}
 	if v.Len() == 0 {
 		return 0, nil

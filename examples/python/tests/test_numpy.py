@@ -1,6 +1,7 @@
 """Go <-> NumPy through DLPack capsules, with the real NumPy. Every test ends
 with no Go export outstanding (the fixture checks), so nothing leaks."""
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -66,8 +67,14 @@ def test_read_only_go_memory():
     t = godlpack.GoTensor(2, 2, readonly=True)
     a = np.from_dlpack(t)
     assert not a.flags.writeable, "READ_ONLY reaches NumPy"
+    assert a.ctypes.data == t.data_address, "versioned: shared, not copied"
+    # A legacy capsule cannot say read-only: the request is answered with a
+    # copy, or refused when the consumer forbids copies.
+    cap = t.__dlpack__()
+    assert 'capsule object "dltensor"' in repr(cap)
+    assert godlpack.consume_sum(cap)[0] == 6.0
     with pytest.raises(BufferError, match="read-only"):
-        t.__dlpack__()  # legacy capsules cannot say read-only
+        t.__dlpack__(copy=False)
     del a
 
 
@@ -82,11 +89,30 @@ def test_copy_true_makes_a_copy():
 def test_stream_and_device_arguments():
     t = godlpack.GoTensor(1, 1)
     assert t.__dlpack_device__() == (1, 0)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="request.stream"):
         t.__dlpack__(stream=1)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="request.device"):
         t.__dlpack__(dl_device=(2, 0))
     t.__dlpack__(stream=-1, dl_device=(1, 0))  # torch's convention and the own device are fine
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"max_version": 1}, TypeError, "max_version"),
+    ({"max_version": (1,)}, TypeError, "max_version"),
+    ({"max_version": ("1", "3")}, TypeError, "max_version"),
+    ({"max_version": (-1, 0)}, ValueError, "max_version"),
+    ({"dl_device": "cpu"}, TypeError, "dl_device"),
+    ({"dl_device": (1, 0, 0)}, TypeError, "dl_device"),
+    ({"dl_device": (0, 0)}, ValueError, "dl_device"),
+    ({"dl_device": (1, -1)}, ValueError, "dl_device"),
+    ({"stream": "s"}, TypeError, "stream"),
+    ({"stream": 2**70}, TypeError, "stream"),
+    ({"bogus": 1}, TypeError, "bogus"),
+], ids=lambda v: str(v) if isinstance(v, dict) else "")
+def test_bad_arguments(kwargs, exc, match):
+    t = godlpack.GoTensor(1, 1)
+    with pytest.raises(exc, match=match):
+        t.__dlpack__(**kwargs)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
@@ -127,10 +153,14 @@ def test_a_capsule_is_consumed_once():
         godlpack.consume_capsule(cap)
 
 
-def test_go_rejects_what_it_cannot_sum():
+def test_go_rejects_and_releases():
     x = np.arange(3, dtype=np.uint16)
-    with pytest.raises(BufferError, match="cannot sum uint16"):
-        godlpack.consume_sum(x)
+    before = sys.getrefcount(x)
+    with pytest.raises(BufferError, match="6 bytes needed, 4 given"):
+        godlpack.copy_out(x, 4)  # imported, then refused by the Go consumer
+    assert sys.getrefcount(x) == before, "NumPy's deleter ran"
+    with pytest.raises(TypeError, match="no __dlpack__"):
+        godlpack.consume_sum([1, 2, 3])
 
 
 def test_many_round_trips_do_not_leak():

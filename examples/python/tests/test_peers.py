@@ -61,6 +61,35 @@ def test_numpy_both_ways_every_dtype(dtype):
         code, bits, raw = godlpack.copy_out(view, view.nbytes + 64)
         assert (code, bits) == DTYPES[dtype]
         assert raw == np.ascontiguousarray(view).tobytes()
+        assert godlpack.consume_sum(view)[0] == reference_sum(view)
+
+
+def reference_sum(x):
+    """The sum Go's consumer computes: complex for complex types, float64
+    otherwise (the samples are small, so every order of summation agrees)."""
+    x = np.asarray(x)
+    if np.issubdtype(x.dtype, np.complexfloating):
+        return complex(x.astype(np.complex128).sum())
+    return float(x.astype(np.float64).sum())
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES) + [ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_from_bytes_refuses_partial_elements(dtype):
+    x = sample(dtype, (2, 3))
+    code, bits = DTYPES.get(x.dtype.type) or (4, 16)
+    raw = x.tobytes()
+    if x.itemsize > 1:
+        with pytest.raises(ValueError, match="nbytes"):
+            godlpack.GoTensor.from_bytes(code, bits, [2, 3], raw + b"\0")  # a trailing partial element
+    with pytest.raises(ValueError, match="nbytes"):
+        godlpack.GoTensor.from_bytes(code, bits, [2, 3], raw[:-x.itemsize])  # one element short
+    with pytest.raises(ValueError, match="nbytes"):
+        godlpack.GoTensor.from_bytes(code, bits, [7], raw)  # the shape does not match
+    with pytest.raises(ValueError, match="negative"):
+        godlpack.GoTensor.from_bytes(code, bits, [-2, -3], raw)
+    t = godlpack.GoTensor.from_bytes(code, bits, [2, 3], raw)
+    assert godlpack.copy_out(t, len(raw))[2] == raw
+    assert godlpack.live() >= 1
 
 
 @pytest.mark.parametrize("shape", [(), (5,), (2, 3), (2, 1, 3, 1), (1, 2, 1, 2, 1, 2, 1, 2),
@@ -106,6 +135,8 @@ def test_jax_both_ways(dtype):
     code, bits, raw = godlpack.copy_out(y, x.nbytes)
     assert (code, bits) == DTYPES[dtype]
     assert raw == x.tobytes()
+    total, versioned, read_only, _ = godlpack.consume_sum(y)  # JAX answers with a legacy capsule
+    assert total == reference_sum(x) and not versioned and read_only
     del y
 
 
@@ -116,6 +147,7 @@ def test_jax_bfloat16_both_ways():
     del j
     code, bits, raw = godlpack.copy_out(jnp.asarray(x), x.nbytes)
     assert (code, bits, raw) == (4, 16, x.tobytes())
+    assert godlpack.consume_sum(jnp.asarray(x))[0] == reference_sum(x.astype(np.float32))
 
 
 @pytest.mark.parametrize("typ", [pa.int8(), pa.int32(), pa.int64(), pa.uint16(), pa.uint64(), pa.float32(), pa.float64()],
@@ -159,4 +191,30 @@ def test_go_owner_dropped_before_jax_array():
     del t
     gc.collect()
     assert np.asarray(j).tobytes() == x.tobytes()
+    del j
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 7, 17, 33, 100, 1000])
+def test_jax_shares_go_memory_of_every_size(n):
+    """Go tensors live in 256-byte aligned memory, so JAX shares them
+    (JAX copies memory that is not 64-byte aligned) and copy=False
+    succeeds whatever the size."""
+    x = sample(np.float32, (n,))
+    t = go_tensor(x)
+    j = jnp.from_dlpack(t, copy=False)
+    assert j.unsafe_buffer_pointer() == t.data_address, "zero copy"
+    assert np.asarray(j).tobytes() == x.tobytes()
+    del j
+
+
+def test_jax_takes_read_only_go_memory_as_a_copy():
+    """JAX asks for legacy capsules only, which cannot say read-only: the
+    producer answers with a copy JAX owns instead of refusing."""
+    x = sample(np.float64, (3, 5))
+    t = go_tensor(x, readonly=True)
+    j = jnp.from_dlpack(t)
+    assert np.asarray(j).tobytes() == x.tobytes()
+    assert j.unsafe_buffer_pointer() != t.data_address, "a copy, not the read-only memory"
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(copy=False)  # a legacy request that forbids the copy
     del j

@@ -3,8 +3,11 @@ memory (tracemalloc), the process RSS and Go's outstanding-export counter
 and the Go heap must come back flat. Deleters from threads Python
 creates."""
 import gc
+import sys
 import threading
+import time
 import tracemalloc
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
@@ -83,6 +86,52 @@ def test_soak_go_to_pydlpack():
 def test_soak_unconsumed_capsules():
     t = godlpack.GoTensor(2, 2)
     soak(lambda: t.__dlpack__(max_version=(1, 3)))
+
+
+def test_soak_numpy_go_jax_reexport():
+    """NumPy -> Go (an owned Foreign) -> JAX, zero copy, 100,000 times; the
+    Go owner lets go first in odd rounds, JAX first in even ones. Each
+    round's NumPy array is a fresh view whose death (NumPy's deleter drops
+    the capsule's reference to it) is counted by a weakref finalizer: the
+    producer's deleter ran exactly once per round, and the base array's
+    reference count is back where it was."""
+    base = np.zeros(16 + 16, np.float32)  # float32: JAX keeps it with or without x64
+    off = (-base.ctypes.data % 64) // 4
+    base = base[off:off + 16]
+    base[:] = np.arange(16.0)
+    before = sys.getrefcount(base)
+    released, rounds = [0], [0]
+
+    def count():
+        released[0] += 1
+
+    def step():
+        v = base.view()
+        weakref.finalize(v, count)
+        t = godlpack.GoTensor.from_dlpack(v)
+        del v
+        j = jnp.from_dlpack(t)
+        if rounds[0] % 1000 == 0:
+            assert j.unsafe_buffer_pointer() == base.ctypes.data, "zero copy"
+        if rounds[0] % 2:
+            t.close()
+            j.block_until_ready()
+            del j
+        else:
+            j.block_until_ready()
+            del j
+            t.close()
+        rounds[0] += 1
+
+    soak(step)
+    deadline = time.monotonic() + 5
+    while released[0] != rounds[0] and time.monotonic() < deadline:  # JAX may free on its own thread
+        gc.collect()
+        time.sleep(0.01)
+    assert released[0] == rounds[0] == ROUNDS + ROUNDS // 10
+    assert sys.getrefcount(base) == before
+    assert godlpack.live() == 0
+    print(f"soak: {rounds[0]} re-export rounds, NumPy deleters {released[0]}")
 
 
 @pytest.mark.parametrize("what", ["array", "capsule"])

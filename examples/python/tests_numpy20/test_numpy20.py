@@ -1,6 +1,7 @@
 """Go <-> NumPy 2.0.2, the oldest 2.x: its __dlpack__ takes no max_version
 and its from_dlpack asks for (and imports) legacy capsules only, read-only."""
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -26,10 +27,30 @@ def test_go_to_numpy20_legacy():
     del a
 
 
-def test_read_only_go_memory_refused():
+def test_read_only_go_memory_copied():
     t = godlpack.GoTensor(2, 2, readonly=True)
+    a = np.from_dlpack(t)  # a legacy request: answered with a copy
+    assert a.tolist() == [[0, 1], [2, 3]]
+    assert a.ctypes.data != t.data_address
+    del a
     with pytest.raises(BufferError, match="read-only"):
-        np.from_dlpack(t)
+        t.__dlpack__(copy=False)
+
+
+def test_numpy20_reexported():
+    x = np.arange(8.0)
+    before = sys.getrefcount(x)
+    t = godlpack.GoTensor.from_dlpack(x)  # legacy, read-only in Go
+    a = np.from_dlpack(t)  # NumPy 2.0 asks for legacy again: a copy of read-only data
+    assert a.tolist() == x.tolist() and a.ctypes.data != x.ctypes.data
+    w = godlpack.GoTensor.from_dlpack(x, assume_writable=True)
+    b = np.from_dlpack(w)  # writable, so shared
+    assert b.ctypes.data == x.ctypes.data
+    t.close()
+    w.close()
+    del a, b
+    gc.collect()
+    assert sys.getrefcount(x) == before, "NumPy's deleters ran"
 
 
 def test_numpy20_to_go_falls_back():
