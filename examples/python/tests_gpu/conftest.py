@@ -53,12 +53,15 @@ def jax(torch):
 def nothing_left():
     """Each case ends with every Go handle closed, every export released,
     no deleter called twice and no import left to the cleanup."""
-    before = gocuda.stats()
+    gc.collect()
+    before, live = gocuda.stats(), godlpack.live()
     yield
     gc.collect()
     s = gocuda.stats()
-    assert godlpack.live() == 0, "GoTensors left open"
-    assert s["outstanding"] == 0, s
+    # Relative to the start, so that a failed case's leftovers (kept by its
+    # traceback) fail that case only.
+    assert godlpack.live() <= live, "GoTensors left open"
+    assert s["outstanding"] <= before["outstanding"], s
     assert s["bad_releases"] == before["bad_releases"], s
     assert s["leaked_imports"] == before["leaked_imports"], s
 
@@ -103,8 +106,8 @@ def pytest_runtest_logreport(report):
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ")
         _results[report.nodeid] = (report.outcome, reason)
-    elif report.when == "teardown" and report.failed:
-        _results[report.nodeid] = ("failed", "teardown: " + str(report.longrepr).splitlines()[-1])
+    elif report.when == "teardown" and report.failed and _results.get(report.nodeid, ("passed",))[0] == "passed":
+        _results[report.nodeid] = ("failed", "")
 
 
 def _versions():

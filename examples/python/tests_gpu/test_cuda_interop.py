@@ -5,6 +5,7 @@ pointer at every hop, and that the producer's memory is freed once, after
 the last holder let go. Every case skips without CUDA."""
 import gc
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -129,6 +130,10 @@ def test_jax_go_torch(torch, jax, order, note):
     if in_use is None:
         note("JAX reports no memory_stats: the buffer's release is not measured")
     else:
+        for _ in range(100):  # JAX may free a buffer once its stream is done with it
+            if in_use - dev.memory_stats()["bytes_in_use"] >= N * 4:
+                break
+            time.sleep(0.02)
         assert in_use - dev.memory_stats()["bytes_in_use"] >= N * 4, "JAX's buffer was not freed"
 
 
@@ -313,7 +318,12 @@ def test_allow_host_memory(torch, cupy, memory, note):
     x[...] = cupy.arange(n, dtype=cupy.float32) * 3  # written by a CuPy kernel
     cupy.cuda.Device().synchronize()
     want = 3 * n * (n - 1) / 2
-    dev = tuple(x.__dlpack_device__())
+    try:
+        dev = tuple(x.__dlpack_device__())
+    except Exception as e:
+        pytest.skip(f"CuPy {cupy.__version__} does not export {memory} memory: {type(e).__name__}: {e}")
+    if not producer_exports(x, note):
+        pytest.skip(f"CuPy {cupy.__version__} does not export {memory} memory through DLPack")
     note(f"CuPy exports it as device type {int(dev[0])}")
 
     t = gocuda.go_import(x, allow_host_memory=True, assume_writable=True)
