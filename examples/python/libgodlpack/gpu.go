@@ -27,48 +27,25 @@ const (
 	importForwardStream               // keep the producer object: consumers' streams reach it
 )
 
-// streamForeign is a tensor imported from a Python producer that keeps
-// the producer object too, so that handing the tensor on honours the
-// consumer's stream: Produce calls SyncStream (dlpack.StreamSyncer) when a
-// request names a stream for a device tensor, and SyncStream asks the
-// producer for the tensor again with that stream (__dlpack__(stream=s)),
-// which makes the producer order its pending work before s, then releases
-// what it got. The data handed on is still the one imported tensor (the
-// same memory, one deleter).
-//
-// What is synchronised: the work the producer has pending on its current
-// stream when the consumer asks (for PyTorch and CuPy, the current stream
-// of the thread at that moment), before the consumer's stream. What is
-// not: a request without a stream (stream=None means the legacy default
-// stream only through the import itself, which asked with stream=None),
-// a Go consumer taking the tensor with dlpack.From (Go keeps no streams),
-// and work the producer queues after the consumer asked.
-type streamForeign struct {
-	dlpack.Foreign
-	obj *pycapsule.Object
-}
+// held is a pycapsule.Held (an import that keeps the Python producer
+// object, so that a consumer's stream reaches the producer) that counts
+// the streams it passed on, for the GPU suite's stream test.
+type held struct{ *pycapsule.Held }
 
-// DLPack hands the imported tensor on through Produce, with s as the
-// Source so that SyncStream is seen.
-func (s streamForeign) DLPack(req dlpack.Request) (dlpack.Managed, error) {
-	return dlpack.Produce(s, req)
-}
+// DLPack hands the tensor on through Produce, with h as the Source so that
+// its SyncStream is the one called.
+func (h held) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpack.Produce(h, req) }
 
 var (
-	streamSyncs atomic.Int64 // SyncStream calls that reached the producer
-	lastStream  atomic.Int64 // the stream of the last one
+	streamSyncs atomic.Int64 // streams passed on to producers
+	lastStream  atomic.Int64 // the last of them
 )
 
-// SyncStream passes the consumer's stream to the Python producer (GIL
-// held: only Python consumers ask with a stream, through
-// pycapsule.DLPack). A producer's exception stays pending and fails the
-// request.
-func (s streamForeign) SyncStream(_ dlpack.Device, stream int64) error {
-	m, err := s.obj.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: stream, HasStream: true})
-	if err != nil {
+// SyncStream passes the stream on (pycapsule.Held.SyncStream) and counts it.
+func (h held) SyncStream(dev dlpack.Device, stream int64) error {
+	if err := h.Held.SyncStream(dev, stream); err != nil {
 		return err
 	}
-	m.Release()
 	streamSyncs.Add(1)
 	lastStream.Store(stream)
 	return nil
@@ -76,7 +53,7 @@ func (s streamForeign) SyncStream(_ dlpack.Device, stream int64) error {
 
 // godlpack_import_opts is godlpack_import with options: flags is a sum of
 // 1 (AssumeWritable), 2 (AllowHostMemory) and 4 (keep the producer
-// object and pass consumers' streams to it, see streamForeign). Returns
+// object and pass consumers' streams to it: pycapsule.ImportHeld). Returns
 // the id, or -1 with an exception set.
 //
 //export godlpack_import_opts
@@ -88,29 +65,20 @@ func godlpack_import_opts(obj C.uintptr_t, flags C.int) C.int64_t {
 	if flags&importAllowHostMemory != 0 {
 		opts = append(opts, dlpack.AllowHostMemory())
 	}
-	var o *pycapsule.Object
 	if flags&importForwardStream != 0 {
-		var err error
-		if o, err = pycapsule.Wrap(uintptr(obj)); err != nil {
+		h, err := pycapsule.ImportHeld(uintptr(obj), opts...)
+		if err != nil {
 			pycapsule.Raise(err)
 			return -1
 		}
+		return register(&tensor{p: held{h}, addr: h.Foreign().DataAddr(), close: h.Close})
 	}
 	f, err := pycapsule.Import(uintptr(obj), opts...)
 	if err != nil {
-		if o != nil {
-			o.Close()
-		}
 		pycapsule.Raise(err)
 		return -1
 	}
-	if o == nil {
-		return register(&tensor{p: f, addr: f.DataAddr(), close: f.Close})
-	}
-	return register(&tensor{p: streamForeign{f, o}, addr: f.DataAddr(), close: func() error {
-		o.Close()
-		return f.Close()
-	}})
+	return register(&tensor{p: f, addr: f.DataAddr(), close: f.Close})
 }
 
 // foreignOf returns the imported tensor behind a registry entry.
@@ -118,8 +86,8 @@ func foreignOf(t *tensor) (dlpack.Foreign, bool) {
 	switch p := t.p.(type) {
 	case dlpack.Foreign:
 		return p, true
-	case streamForeign:
-		return p.Foreign, true
+	case held:
+		return p.Foreign(), true
 	}
 	return dlpack.Foreign{}, false
 }
@@ -218,8 +186,8 @@ func cpuSum(id C.int64_t, re, im *C.double) error {
 
 // godlpack_gpu_stats writes out[0:8]: dlpack.Outstanding, the Stats
 // counters GoExports, BufferExports, LeakedImports, BadReleases, CBlocks,
-// then the streams passed on to producers (streamForeign.SyncStream) and
-// the last of them.
+// then the streams passed on to producers (held.SyncStream) and the last
+// of them.
 //
 //export godlpack_gpu_stats
 func godlpack_gpu_stats(out *C.int64_t) {
