@@ -204,3 +204,56 @@ func godlpack_go_version(buf *C.char, capBuf C.int) {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(capBuf))
 	b[copy(b[:len(b)-1], runtime.Version())] = 0
 }
+
+// godlpack_import_table imports obj's tensor through a DLPack 1.3
+// exchange table (api: the DLPackExchangeAPI* of obj's type's
+// __dlpack_c_exchange_api__ capsule): managed_tensor_from_py_object_no_sync,
+// which synchronises no stream. flags as for godlpack_import_opts (4 is
+// ignored: the table is not asked again). Returns the id, or -1 with an
+// exception set (the table's own when it failed).
+//
+//export godlpack_import_table
+func godlpack_import_table(obj C.uintptr_t, api unsafe.Pointer, flags C.int) C.int64_t {
+	t, err := tableOf(api)
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	m, err := fromTable(t, uintptr(obj))
+	if err != nil {
+		pycapsule.Raise(err) // an exception the table set stays as it is
+		return -1
+	}
+	var opts []dlpack.ImportOption
+	if flags&importAssumeWritable != 0 {
+		opts = append(opts, dlpack.AssumeWritable())
+	}
+	if flags&importAllowHostMemory != 0 {
+		opts = append(opts, dlpack.AllowHostMemory())
+	}
+	f, err := m.Import(opts...)
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	return register(&tensor{p: f, addr: f.DataAddr(), close: f.Close})
+}
+
+// godlpack_work_stream asks a DLPack 1.3 exchange table's
+// current_work_stream for the device (devType, devID) and writes the
+// stream to *out. Returns 0, or -1 with an exception set.
+//
+//export godlpack_work_stream
+func godlpack_work_stream(api unsafe.Pointer, devType, devID C.int, out *C.int64_t) C.int {
+	c, err := dlpack.OpenExchangeAPI(api)
+	if err == nil {
+		var s uintptr
+		s, err = c.CurrentWorkStream(dlpack.Device{Type: dlpack.DeviceType(devType), ID: int32(devID)})
+		*out = C.int64_t(s)
+	}
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	return 0
+}

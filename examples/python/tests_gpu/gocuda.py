@@ -17,6 +17,10 @@ _lib.godlpack_cpu_sum.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_double
                                   ctypes.c_char_p, ctypes.c_int]
 _lib.godlpack_gpu_stats.restype = None
 _lib.godlpack_gpu_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+_lib.godlpack_import_table.restype = ctypes.c_int64
+_lib.godlpack_import_table.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
+_lib.godlpack_work_stream.restype = ctypes.c_int
+_lib.godlpack_work_stream.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]
 _lib.godlpack_go_version.restype = None
 _lib.godlpack_go_version.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
@@ -48,6 +52,35 @@ def go_import(obj, *, assume_writable=False, allow_host_memory=False, forward_st
     __dlpack__(stream=s) on the GoTensor reaches obj.__dlpack__(stream=s)."""
     flags = (1 if assume_writable else 0) | (2 if allow_host_memory else 0) | (4 if forward_stream else 0)
     return godlpack.GoTensor(0, 0, _id=_lib.godlpack_import_opts(obj, flags))
+
+
+def exchange_table(obj):
+    """The address of the DLPackExchangeAPI that obj's type publishes in
+    __dlpack_c_exchange_api__, or None."""
+    cap = getattr(type(obj), "__dlpack_c_exchange_api__", None)
+    if cap is None:
+        return None
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(cap, b"dlpack_exchange_api")
+
+
+def go_import_table(obj, *, assume_writable=False, allow_host_memory=False):
+    """Imports obj's tensor into Go through its type's exchange table
+    (managed_tensor_from_py_object_no_sync: no stream synchronised)."""
+    api = exchange_table(obj)
+    if api is None:
+        raise TypeError(f"{type(obj).__name__} publishes no __dlpack_c_exchange_api__")
+    flags = (1 if assume_writable else 0) | (2 if allow_host_memory else 0)
+    return godlpack.GoTensor(0, 0, _id=_lib.godlpack_import_table(obj, api, flags))
+
+
+def work_stream(obj, device):
+    """What the current_work_stream of obj's type's exchange table reports
+    for device (type, id), asked by Go."""
+    out = ctypes.c_int64()
+    _lib.godlpack_work_stream(exchange_table(obj), device[0], device[1], ctypes.byref(out))
+    return out.value
 
 
 def info(t):
