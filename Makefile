@@ -129,10 +129,10 @@ compare:
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make
 # test`: CI has none). gpu-build stages here everything the run needs into
-# .build/gpu; the device tool then runs `bash .build/gpu/run.sh` with
-# carry [".build/gpu"] and brings back interop-matrix-gpu.md (see the
-# README). gpu-check runs the staged suite here: without CUDA every case
-# must collect and skip.
+# .build/gpu; the GPU machine then runs `bash .build/gpu/run.sh` in a copy
+# of the repository with .build/gpu carried along, and writes
+# interop-matrix-gpu.md into $OUT (see the README). gpu-check runs the staged suite here: without CUDA the CUDA
+# cases collect and skip, and the checks of the helpers run on the CPU.
 .PHONY: gpu-build gpu-check
 GPU_STAGE := .build/gpu
 gpu-build:
@@ -148,6 +148,6 @@ gpu-build:
 	@echo "== staged $(GPU_STAGE) ($$(du -sh $(GPU_STAGE) | cut -f1)); on the GPU machine: bash .build/gpu/run.sh, carry [\".build/gpu\"]"
 
 gpu-check: gpu-build $(VENV)/.installed
-	@echo "== GPU suite without a GPU: every case collects and skips"
+	@echo "== GPU suite without a GPU: the CUDA cases skip, the helpers are checked on the CPU"
 	cd $(GPU_STAGE) && GODLPACK_LIB=$(CURDIR)/$(GPU_STAGE)/libgodlpack.so PYTHONPATH=python:tests_gpu \
 		$(CURDIR)/$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests_gpu

@@ -2,7 +2,8 @@
 device. gpu/run.sh runs it on a machine with an NVIDIA GPU and sets
 GODLPACK_GPU_MATRIX, where the matrix (device, driver, versions, each
 case's outcome, the figures) is written. Without CUDA (or without a
-framework) every case skips, and no matrix is written.
+framework) every CUDA case skips, and no matrix is written; the checks of
+the suite's own helpers (test_helpers_cpu.py) run anywhere.
 
 The frameworks are imported by fixtures, never at collection, so the suite
 collects anywhere godlpack loads."""
@@ -84,6 +85,10 @@ CASES = {
     "test_stream_forwarded": ("producer → Go → consumer", "streams: a side-stream write read at once on another stream, 1,000 rounds, values right"),
     "test_exchange_api_torch": ("PyTorch → Go", "__dlpack_c_exchange_api__: import through PyTorch's table, current_work_stream, beside __dlpack__"),
     "test_soak_torch_go_torch": ("PyTorch → Go → PyTorch", "soak: 100,000 round trips, torch.cuda.memory_allocated flat, nothing outstanding"),
+    "test_info_and_cpu_read_match_numpy": ("NumPy → Go (CPU)", "the suite's helpers: what Go reports, the CPU read, ErrClosed"),
+    "test_options_and_flags": ("NumPy → Go (CPU)", "the suite's helpers: read-only, legacy, AssumeWritable, AllowHostMemory"),
+    "test_the_producer_object_is_kept_until_close": ("NumPy → Go (CPU)", "the suite's helpers: the producer object kept, released at close"),
+    "test_exchange_table_path": ("tvm-ffi → Go (CPU)", "the suite's helpers: import through an exchange table"),
     "test_soak_cupy_go_cupy": ("CuPy → Go → CuPy", "soak: 100,000 round trips, CuPy's pool flat, nothing outstanding"),
 }
 
