@@ -6,10 +6,10 @@ pending work before s: Go's re-export keeps the producer object
 (gocuda.go_import(..., forward_stream=True)) and asks it again with s.
 
 The same rounds without forwarding are run for comparison: then only the
-import's stream=None (the legacy default stream, which a non-blocking
-stream does not wait for) was synchronised, and the rounds that read
-values not yet written are counted as a figure, not asserted (a race
-shows up or not)."""
+import itself was synchronised (stream=None: the legacy default stream,
+which a non-blocking stream does not wait for; nothing at all through an
+exchange table), and the rounds that read values not yet written are
+counted as a figure, not asserted (a race shows up or not)."""
 import gc
 
 import pytest
@@ -88,6 +88,6 @@ def test_stream_forwarded(torch, cupy, chain, note):
     assert gocuda.stats()["stream_syncs"] - syncs == ROUNDS, "a consumer's stream did not reach the producer"
     unforwarded = run(torch, cupy, forward=False)
     gocuda.FIGURES[f"streams, {chain}: rounds with wrong values of {ROUNDS}"] = (
-        f"{wrong} with the stream passed on to the producer; {unforwarded} without (stream=None at import only)")
+        f"{wrong} with the stream passed on to the producer; {unforwarded} without (the import's own synchronisation only)")
     note(f"without forwarding: {unforwarded} of {ROUNDS} rounds read unwritten values")
     assert wrong == 0, f"{wrong} of {ROUNDS} rounds read values the producer had not written yet"
