@@ -24,14 +24,19 @@ def gpu_of(jax):
     return next(d for d in jax.devices() if d.platform == "gpu")
 
 
-def let_go(order, t, drop_consumer):
-    """Drops Go's handle and the consumer's tensor in the given order."""
+def let_go(order, t, drop_consumer, still_held):
+    """Drops Go's handle and the consumer's tensor in the given order;
+    still_held() must be true in between (the producer's memory is kept
+    while either holds it)."""
     if order == "go_first":
         t.close()
-        drop_consumer()
     else:
         drop_consumer()
-        gc.collect()
+    gc.collect()
+    assert still_held(), f"the producer's memory went with the first to let go ({order})"
+    if order == "go_first":
+        drop_consumer()
+    else:
         t.close()
     gc.collect()
 
@@ -67,7 +72,7 @@ def test_torch_go_cupy(torch, cupy, order, note):
 
     holder = [y]
     del y
-    let_go(order, t, holder.clear)
+    let_go(order, t, holder.clear, lambda: torch.cuda.memory_allocated() == held)
     torch_sync(torch)
     assert torch.cuda.memory_allocated() == base, "PyTorch's tensor was not freed after both let go"
 
@@ -93,9 +98,9 @@ def test_cupy_go_torch(torch, cupy, order, note):
 
     holder = [y]
     del y
-    let_go(order, t, holder.clear)
+    let_go(order, t, holder.clear, lambda: sys.getrefcount(x) > refs)
     assert sys.getrefcount(x) == refs, "CuPy's array: references left or released twice"
-    del x
+    x = None
     cupy.cuda.Device().synchronize()
     assert pool.used_bytes() <= used - N * 4, "CuPy's memory was not freed"
 
@@ -125,7 +130,7 @@ def test_jax_go_torch(torch, jax, order, note):
 
     holder = [y]
     del y
-    let_go(order, t, holder.clear)
+    let_go(order, t, holder.clear, lambda: in_use is None or dev.memory_stats()["bytes_in_use"] == in_use)
     torch_sync(torch)
     if in_use is None:
         note("JAX reports no memory_stats: the buffer's release is not measured")
@@ -200,11 +205,6 @@ def test_layouts_cupy_go_torch(torch, cupy, layout, note):
     assert torch.equal(y, expect)
     del y
     t.close()
-
-
-def torch_dtypes(torch):
-    names = ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"]
-    return {n: getattr(torch, n) for n in names if hasattr(torch, n)}
 
 
 def producer_exports(x, note):
