@@ -110,9 +110,13 @@ def pytest_runtest_logreport(report):
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ")
+        elif report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            reason = (crash.message if crash else str(report.longrepr)).splitlines()[0][:200]
         _results[report.nodeid] = (report.outcome, reason)
     elif report.when == "teardown" and report.failed and _results.get(report.nodeid, ("passed",))[0] == "passed":
-        _results[report.nodeid] = ("failed", "")
+        crash = getattr(report.longrepr, "reprcrash", None)
+        _results[report.nodeid] = ("failed", "after the case: " + (crash.message.splitlines()[0][:200] if crash else ""))
 
 
 def _versions():
@@ -162,8 +166,8 @@ def pytest_sessionfinish(session):
         status = {"passed": "pass", "failed": "FAILED", "skipped": "skipped"}.get(outcome, outcome)
         if status == "pass" and case.startswith("refused: "):
             case, status = case.removeprefix("refused: "), "refused as designed"
-        if status == "skipped" and reason:
-            status = f"skipped: {reason}"
+        if status in ("skipped", "FAILED") and reason:
+            status = f"{status}: {reason}"
         if nodeid in gocuda.NOTES:
             status += f" ({gocuda.NOTES[nodeid]})"
         rows.append((chain, case, status))
@@ -172,7 +176,7 @@ def pytest_sessionfinish(session):
     with open(path, "w") as f:
         f.write("# GPU interoperability matrix\n\n")
         f.write("Generated on a machine with an NVIDIA GPU by the GPU suite (`make gpu-build` here, then "
-                "`bash gpu/run.sh` there; see the README) from the outcome of each case. Each case checks "
+                "`bash .build/gpu/run.sh` there; see the README) from the outcome of each case. Each case checks "
                 "the values (computed on the GPU by the consuming framework), the same device pointer where "
                 "zero copy is promised, that the producer's memory is freed once after every holder let go, "
                 "and that Go ends with nothing outstanding.\n\n")
