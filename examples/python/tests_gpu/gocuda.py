@@ -123,6 +123,13 @@ def go_version():
     return buf.value.decode()
 
 
+def capsule_name(capsule):
+    """The name of a DLPack capsule: "dltensor_versioned" or "dltensor"."""
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    return name(capsule).decode()
+
+
 def capsule_flags(capsule):
     """The flags field of a versioned capsule's DLManagedTensorVersioned
     (read with ctypes: an independent reader of what Go handed out). The
