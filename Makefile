@@ -195,3 +195,29 @@ bench:
 # NumPy in .venv-bench and builds the dlpark crate); prints a Markdown table.
 compare:
 	bash bench/compare.sh
+
+# The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
+# and JAX through Go, run on a machine with an NVIDIA GPU (never by `make
+# test`: CI has none). gpu-build stages here everything the run needs into
+# .build/gpu; the GPU machine then runs `bash .build/gpu/run.sh` in a copy
+# of the repository with .build/gpu carried along, and writes
+# interop-matrix-gpu.md into $OUT (see the README). gpu-check runs the staged suite here: without CUDA the CUDA
+# cases collect and skip, and the checks of the helpers run on the CPU.
+.PHONY: gpu-build gpu-check
+GPU_STAGE := .build/gpu
+gpu-build:
+	rm -rf $(GPU_STAGE)
+	mkdir -p $(GPU_STAGE)/python $(GPU_STAGE)/tests_gpu
+	$(GO) build -buildmode=c-shared -o $(GPU_STAGE)/libgodlpack.so ./examples/python/libgodlpack
+	rm -f $(GPU_STAGE)/libgodlpack.h
+	cp examples/python/godlpack.py $(GPU_STAGE)/python/
+	cp examples/python/tests_gpu/*.py $(GPU_STAGE)/tests_gpu/
+	cp gpu/run.sh $(GPU_STAGE)/run.sh
+	{ git rev-parse --short=12 HEAD 2>/dev/null || echo unknown; } | tr -d '\n' > $(GPU_STAGE)/COMMIT
+	@if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo -n "+changes" >> $(GPU_STAGE)/COMMIT; fi
+	@echo "== staged $(GPU_STAGE) ($$(du -sh $(GPU_STAGE) | cut -f1)); on the GPU machine: bash .build/gpu/run.sh, carry [\".build/gpu\"]"
+
+gpu-check: gpu-build $(VENV)/.installed
+	@echo "== GPU suite without a GPU: the CUDA cases skip, the helpers are checked on the CPU"
+	cd $(GPU_STAGE) && GODLPACK_LIB=$(CURDIR)/$(GPU_STAGE)/libgodlpack.so PYTHONPATH=python:tests_gpu \
+		$(CURDIR)/$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests_gpu
