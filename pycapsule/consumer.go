@@ -78,6 +78,14 @@ func managedOf(obj uintptr, a C.pycapsule_args) (dlpack.Managed, error) {
 	case 2:
 		return dlpack.Managed{}, ErrNotCapsule
 	default:
+		// A request the exchange API can express (versioned, no stream,
+		// device or copy) goes through the type's table when it has one.
+		if a.has_stream == 0 && a.has_device == 0 && a.copy < 0 && a.major >= 1 {
+			if m, ok, err := managedFromTable(ExchangeAPIOf(obj), obj); ok {
+				return m, err
+			}
+		}
+		protocolImports.Add(1)
 		var state C.int
 		capsule = uintptr(C.pycapsule_call_dlpack(C.uintptr_t(obj), &a, &state))
 		switch state {
