@@ -41,9 +41,12 @@ var ConsumerVersion = dlpack.CurrentVersion
 // which the producer orders its work before; Wrap passes each consumer's
 // own request, stream included.
 func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
-	m, err := managedOf(obj, consumerArgs())
+	p, m, err := takeOf(obj)
 	if err != nil {
 		return dlpack.Foreign{}, err
+	}
+	if p != nil {
+		return dlpack.From(p, opts...)
 	}
 	return m.Import(opts...)
 }
@@ -53,9 +56,17 @@ func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
 // its views must not be used after fn returns. fn's error is returned as
 // it is.
 func Borrow(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
-	m, err := managedOf(obj, consumerArgs())
+	p, m, err := takeOf(obj)
 	if err != nil {
 		return err
+	}
+	if p != nil {
+		f, err := dlpack.From(p, opts...)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return fn(f)
 	}
 	if m.Versioned != nil {
 		return dlpack.Borrow(unsafe.Pointer(m.Versioned), fn, opts...)
@@ -69,7 +80,7 @@ func consumerArgs() C.pycapsule_args {
 
 // managedOf gets a capsule from obj (obj itself, or what its __dlpack__
 // returns for a) and takes its tensor.
-func managedOf(obj uintptr, a C.pycapsule_args) (dlpack.Managed, error) {
+func managedOf(obj uintptr, a C.pycapsule_args, tryTable bool) (dlpack.Managed, error) {
 	var capsule uintptr
 	switch C.pycapsule_kind(C.uintptr_t(obj)) {
 	case 1:
@@ -80,7 +91,7 @@ func managedOf(obj uintptr, a C.pycapsule_args) (dlpack.Managed, error) {
 	default:
 		// A request the exchange API can express (versioned, no stream,
 		// device or copy) goes through the type's table when it has one.
-		if a.has_stream == 0 && a.has_device == 0 && a.copy < 0 && a.major >= 1 {
+		if tryTable && a.has_stream == 0 && a.has_device == 0 && a.copy < 0 && a.major >= 1 {
 			if m, ok, err := managedFromTable(ExchangeAPIOf(obj), obj); ok {
 				return m, err
 			}
@@ -191,7 +202,7 @@ func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 	case dlpack.CopyAlways:
 		a.copy = 1
 	}
-	return managedOf(obj, a)
+	return managedOf(obj, a, true)
 }
 
 // Close drops the reference to the Python object (GIL held). Later DLPack

@@ -5,6 +5,7 @@ package pycapsule
 /*
 #include <stdlib.h>
 #include "exchange.h"
+#include "pycapsule.h"
 */
 import "C"
 
@@ -174,13 +175,19 @@ func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, view C.int, out **C.D
 	return 0
 }
 
-func (e *Exchange) produce(obj uintptr, view bool) (*dlpack.ManagedTensorVersioned, error) {
+// producer returns the producer behind obj, an instance of e's type.
+func (e *Exchange) producer(obj uintptr) (dlpack.Producer, error) {
 	p, err := e.t.Producer(obj)
+	if err == nil && p == nil {
+		err = fmt.Errorf("%w: the object holds no producer", ErrExchange)
+	}
+	return p, err
+}
+
+func (e *Exchange) produce(obj uintptr, view bool) (*dlpack.ManagedTensorVersioned, error) {
+	p, err := e.producer(obj)
 	if err != nil {
 		return nil, err
-	}
-	if p == nil {
-		return nil, fmt.Errorf("%w: the object holds no producer", ErrExchange)
 	}
 	m, err := p.DLPack(dlpack.DefaultRequest())
 	if err != nil {
@@ -221,33 +228,58 @@ func pycapsuleExchangeToPy(slot C.int, m *C.DLManagedTensorVersioned, out *C.uin
 	return 0
 }
 
-// names holds the interned Python str of each attribute name IntAttr
-// was asked for (kept for the process lifetime).
-var names sync.Map
+// names maps each attribute name IntAttr was asked for to its interned
+// Python str (kept for the process lifetime); copied on write.
+var (
+	namesMu sync.Mutex
+	names   atomic.Pointer[map[string]C.uintptr_t]
+)
 
 // IntAttr reads the int attribute name of obj (a borrowed reference), for
 // a TensorType.Producer that finds its tensor by a key the instance
 // carries. An error wraps ErrPython; the exception stays pending.
 func IntAttr(obj uintptr, name string) (int64, error) {
-	if C.exchange_init() != 0 {
-		return 0, ErrNoPython
-	}
-	key, ok := names.Load(name)
-	if !ok {
-		b := unsafe.StringData(name)
-		s := C.exchange_intern((*C.char)(unsafe.Pointer(b)), C.size_t(len(name)))
-		if s == 0 {
-			return 0, pythonError("interning " + name)
-		}
-		if key, ok = names.LoadOrStore(name, s); ok {
-			C.exchange_decref(s)
-		}
+	key, err := internedName(name)
+	if err != nil {
+		return 0, err
 	}
 	var x C.longlong
-	if C.exchange_int_attr(C.uintptr_t(obj), key.(C.uintptr_t), &x) != 0 {
+	if C.exchange_int_attr(C.uintptr_t(obj), key, &x) != 0 {
 		return 0, pythonError("reading attribute " + name)
 	}
 	return int64(x), nil
+}
+
+func internedName(name string) (C.uintptr_t, error) {
+	if m := names.Load(); m != nil {
+		if key, ok := (*m)[name]; ok {
+			return key, nil
+		}
+	}
+	if C.exchange_init() != 0 {
+		return 0, ErrNoPython
+	}
+	namesMu.Lock()
+	defer namesMu.Unlock()
+	old := names.Load()
+	if old != nil {
+		if key, ok := (*old)[name]; ok {
+			return key, nil
+		}
+	}
+	b := unsafe.StringData(name)
+	key := C.exchange_intern((*C.char)(unsafe.Pointer(b)), C.size_t(len(name)))
+	if key == 0 {
+		return 0, pythonError("interning " + name)
+	}
+	m := map[string]C.uintptr_t{name: key}
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	names.Store(&m)
+	return key, nil
 }
 
 // CallInt calls callable(x) (a borrowed reference) and returns the new
@@ -294,6 +326,31 @@ func ExchangeAPIOf(obj uintptr) *dlpack.ExchangeAPI {
 	}
 	apis.Store(p, api)
 	return api
+}
+
+// takeOf is what Import and Borrow take from obj. An instance of a type
+// that carries one of this library's own tables gives the Go producer
+// behind it, to be taken Go to Go (dlpack.From: no C block, no pinning).
+// Another object whose type carries a usable table gives the tensor of its
+// managed_tensor_from_py_object_no_sync; any other, the tensor its
+// __dlpack__ hands over (or obj itself if it is a capsule).
+func takeOf(obj uintptr) (dlpack.Producer, dlpack.Managed, error) {
+	if C.pycapsule_kind(C.uintptr_t(obj)) == 0 {
+		api := ExchangeAPIOf(obj)
+		if e := ownExchange(api); e != nil && C.exchange_is_ours(C.int(e.slot), C.uintptr_t(obj)) != 0 {
+			p, err := e.producer(obj)
+			if err != nil {
+				return nil, dlpack.Managed{}, err
+			}
+			tableImports.Add(1)
+			return p, dlpack.Managed{}, nil
+		}
+		if m, ok, err := managedFromTable(api, obj); ok {
+			return nil, m, err
+		}
+	}
+	m, err := managedOf(obj, consumerArgs(), false)
+	return nil, m, err
 }
 
 // ownExchange returns the Exchange whose table api is, or nil.

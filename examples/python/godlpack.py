@@ -144,6 +144,8 @@ def _from_id(i):
 _lib.godlpack_publish.restype = ctypes.c_int
 _lib.godlpack_publish.argtypes = [_obj, _obj]
 _lib.godlpack_exchange_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+_lib.godlpack_take_many.restype = ctypes.c_int
+_lib.godlpack_take_many.argtypes = [_obj, ctypes.c_int64]
 _lib.godlpack_publish(GoTensor, _from_id)
 
 EXCHANGE_STATS = ("from_py", "to_py", "dltensor", "allocator", "stream", "failures", "views_made",
@@ -157,3 +159,9 @@ def exchange_stats():
     a = (ctypes.c_int64 * len(EXCHANGE_STATS))()
     _lib.godlpack_exchange_stats(a)
     return dict(zip(EXCHANGE_STATS, a))
+
+
+def take_many(obj, n):
+    """Go takes obj's tensor n times in one call (through the type's
+    exchange table if it has one, else __dlpack__), releasing it each time."""
+    _lib.godlpack_take_many(obj, n)

@@ -68,3 +68,19 @@ func godlpack_exchange_stats(out *C.int64_t) {
 		s.Failures, s.ViewsMade, s.TableImports, s.ProtocolImports}
 	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(v)), v)
 }
+
+// godlpack_take_many takes obj's tensor into Go n times (pycapsule.Borrow:
+// through obj's type's exchange table if it has one, else __dlpack__) and
+// releases it each time: the exchange alone, for bench/exchange_compare.py.
+// Returns 0, or -1 with an exception set.
+//
+//export godlpack_take_many
+func godlpack_take_many(obj C.uintptr_t, n C.int64_t) C.int {
+	for i := int64(0); i < int64(n); i++ {
+		if err := pycapsule.Borrow(uintptr(obj), func(dlpack.Foreign) error { return nil }); err != nil {
+			pycapsule.Raise(err)
+			return -1
+		}
+	}
+	return 0
+}
