@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side DLPack exchange costs measured in one run on this machine:
 # the C floor, this library's paths, NumPy's from_dlpack round trip and the
-# Rust dlpark crate's round trip. Run it as `make compare`. It installs what
-# it needs: a virtualenv with NumPy (.venv-bench) and the dlpark crate.
+# Rust dlpark crate's round trip; then the DLPack 1.3 C exchange API in
+# Python against __dlpack__ (bench/exchange_compare.py). Run it as `make
+# compare`. It installs what it needs: a virtualenv with NumPy and tvm-ffi
+# (.venv-bench), the dlpark crate, and the c-shared library of
+# examples/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NUMPY_VERSION=${NUMPY_VERSION:-2.4.6}
@@ -12,7 +15,9 @@ echo "== building the peers" >&2
 if [ ! -x .venv-bench/bin/python ]; then
 	python3 -m venv .venv-bench >&2
 fi
-.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" >&2
+TVM_FFI_VERSION=${TVM_FFI_VERSION:-0.1.15.post2}
+.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" "apache-tvm-ffi==$TVM_FFI_VERSION" >&2
+go build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack >&2
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
@@ -42,3 +47,8 @@ row "Go: protocol, Go -> Go (From)" "From(an Array), Slice, Close: no C, no pinn
 row "Go: protocol, Produce + C release" "an Array handed to a C consumer by Produce; C reads the header and calls the deleter" "$(median ProtocolProduce)"
 row "NumPy $NUMPY_VERSION: np.from_dlpack(x)" "versioned capsule out of NumPy and back in, array dropped" "$numpy_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
+
+echo
+echo "== the C exchange API against __dlpack__ (same objects, one process)" >&2
+GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPENBLAS_NUM_THREADS=1 \
+	.venv-bench/bin/python bench/exchange_compare.py

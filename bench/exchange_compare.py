@@ -119,7 +119,9 @@ def main():
     gc.collect()
     leaked = len(gc.get_objects()) - objects
     assert [sys.getrefcount(o) for o in go + tvm] == refs, "reference counts of the exchanged objects changed"
-    assert godlpack.live() == live and godlpack.outstanding() == 0, "Go tensors left behind"
+    stats = godlpack.exchange_stats()
+    assert godlpack.live() == live and stats["live_lent"] == 0, "Go tensors left behind"
+    assert godlpack.outstanding() == stats["live_exports"] == len(go), "one export per GoTensor, held by it"
     assert leaked <= 0, f"{leaked} Python objects left behind"
     print("| exchange (same objects, one process) | through the table, ns | through `__dlpack__`, ns | speed-up |")
     print("|---|---|---|---|")
@@ -128,6 +130,9 @@ def main():
     floor = []
     for _ in range(BATCHES):
         floor.append(per_op(tvm, go_to_tvm)[0])
+    go.clear()
+    gc.collect()
+    assert godlpack.outstanding() == 0, "exports outlived their objects"
     print(f"| floor of the first row: `tvm_ffi.from_dlpack` of tvm-ffi's own table type (DLTensorTestWrapper) | "
           f"{statistics.median(floor):.0f} | | |")
     print(f"\n{N} exchanges per batch, median of {BATCHES} interleaved batches per path; "

@@ -29,6 +29,14 @@ var ConsumerVersion = dlpack.CurrentVersion
 // tensors are read-only unless dlpack.AssumeWritable is given). obj may
 // also be an unconsumed DLPack capsule, which is consumed directly.
 //
+// When obj's type publishes a usable DLPack 1.3 exchange table
+// (__dlpack_c_exchange_api__, see ExchangeAPIOf), the tensor comes
+// through its managed_tensor_from_py_object_no_sync instead of
+// __dlpack__, versioned and unsynchronised ("no_sync": for device tensors
+// the caller orders its work after the producer's current_work_stream);
+// an instance of a type this library published (Publish) is taken Go to
+// Go with dlpack.From.
+//
 // The caller owns the Foreign and Closes it; it does not keep obj: the
 // capsule's tensor itself keeps the producer's memory alive (for NumPy,
 // the array), until its deleter, which Close (or the last user of a

@@ -5,6 +5,7 @@
 // that the Python-object entries are called with it.
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include "exchange.h"
 #include "_cgo_export.h"
@@ -39,13 +40,13 @@ static PyObj* p_ValueError;
 static PyObj* p_AttributeError;
 
 static PyObj api_attr;  // "__dlpack_c_exchange_api__", interned
-static PyObj view_attr; // "_dlpack_c_view", interned
+static PyObj cache_attr; // "_dlpack_c_export", interned
 
 static const char API_NAME[] = "dlpack_exchange_api";
-static const char VIEW_NAME[] = "godlpack_dltensor_view";
+static const char CACHE_NAME[] = "godlpack_exchange_export";
 
 int exchange_init(void) {
-	if (view_attr != NULL) {
+	if (cache_attr != NULL) {
 		return 0;
 	}
 #define R(var, name) var = dlsym(RTLD_DEFAULT, name); if (var == NULL) return -1;
@@ -80,8 +81,8 @@ int exchange_init(void) {
 		p_Clear();
 		return -1;
 	}
-	view_attr = p_InternFromString("_dlpack_c_view");
-	if (view_attr == NULL) {
+	cache_attr = p_InternFromString("_dlpack_c_export");
+	if (cache_attr == NULL) {
 		p_Clear();
 		return -1;
 	}
@@ -131,6 +132,108 @@ static int is_ours(int slot, PyObj obj) {
 
 int exchange_is_ours(int slot, uintptr_t obj) { return is_ours(slot, (PyObj)obj); }
 
+// Each object's tensor is exported once, on the first call of an entry
+// for it, and kept in the object's attribute _dlpack_c_export: a capsule
+// holding a holder, which counts one reference for the capsule and one
+// for each tensor handed out. The last one to let go (the object's death,
+// or the last consumer's deleter, on any thread) releases the export.
+// Tensors handed out are small C blocks pointing at the export's data,
+// shape and strides, with a pure-C deleter: after the first call no entry
+// enters Go, and no deleter either.
+typedef struct {
+	int64_t refs;
+	DLManagedTensorVersioned* export;
+} holder;
+
+typedef struct {
+	holder* h;
+	DLManagedTensorVersioned m;
+} lent;
+
+static void holder_unref(holder* h) {
+	if (__atomic_sub_fetch(&h->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		DLManagedTensorVersioned* e = h->export;
+		free(h);
+		if (e->deleter != NULL) {
+			e->deleter(e);
+		}
+		__atomic_sub_fetch(&counts.exports_live, 1, __ATOMIC_RELAXED);
+	}
+}
+
+// Pure C, from any thread, GIL or not.
+static void lent_deleter(DLManagedTensorVersioned* m) {
+	lent* l = (lent*)((char*)m - offsetof(lent, m));
+	holder* h = l->h;
+	free(l);
+	__atomic_sub_fetch(&counts.lent_live, 1, __ATOMIC_RELAXED);
+	holder_unref(h);
+}
+
+// The object that held the capsule is gone (or dropped the attribute):
+// its reference goes. A pending exception survives.
+static void cache_destructor(PyObj cap) {
+	PyObj t, v, tb;
+	p_Fetch(&t, &v, &tb);
+	holder* h = p_CapsuleGetPointer(cap, CACHE_NAME);
+	if (h != NULL) {
+		holder_unref(h);
+	}
+	p_Clear();
+	p_Restore(t, v, tb);
+}
+
+// The holder of obj's export, with a reference for the caller; NULL with
+// an exception set on failure.
+static holder* export_of(int slot, PyObj obj) {
+	PyObj cap = p_GetAttr(obj, cache_attr);
+	if (cap == NULL) {
+		if (!p_ExceptionMatches(*p_AttributeError)) {
+			return NULL;
+		}
+		p_Clear();
+	} else {
+		holder* h = p_CapsuleIsValid(cap, CACHE_NAME) ? p_CapsuleGetPointer(cap, CACHE_NAME) : NULL;
+		if (h != NULL) {
+			__atomic_add_fetch(&h->refs, 1, __ATOMIC_ACQ_REL);
+		}
+		p_DecRef(cap);
+		if (h != NULL) {
+			return h;
+		}
+		p_Clear(); // something else under our name: replaced below
+	}
+	DLManagedTensorVersioned* m = NULL;
+	if (pycapsuleExchangeProduce(slot, (uintptr_t)obj, &m) != 0) {
+		return NULL;
+	}
+	holder* h = malloc(sizeof *h);
+	if (h == NULL) {
+		if (m->deleter != NULL) {
+			m->deleter(m);
+		}
+		exchange_set_error(EXCHANGE_BUFFER_ERROR, "out of memory");
+		return NULL;
+	}
+	h->refs = 2; // the capsule's and the caller's
+	h->export = m;
+	COUNT(exports);
+	__atomic_add_fetch(&counts.exports_live, 1, __ATOMIC_RELAXED);
+	cap = p_CapsuleNew(h, CACHE_NAME, cache_destructor);
+	if (cap == NULL) {
+		holder_unref(h);
+		holder_unref(h);
+		return NULL;
+	}
+	int rc = p_SetAttr(obj, cache_attr, cap);
+	p_DecRef(cap); // the object's reference keeps it; on failure this drops the capsule's
+	if (rc != 0) {
+		holder_unref(h);
+		return NULL;
+	}
+	return h;
+}
+
 static int from_py(int slot, void* obj, DLManagedTensorVersioned** out) {
 	COUNT(from_py);
 	if (out == NULL) {
@@ -140,9 +243,22 @@ static int from_py(int slot, void* obj, DLManagedTensorVersioned** out) {
 	if (!is_ours(slot, obj)) {
 		return fail(EXCHANGE_TYPE_ERROR, "managed_tensor_from_py_object_no_sync: not an object of the type this table was published for");
 	}
-	if (pycapsuleExchangeProduce(slot, (uintptr_t)obj, 0, out) != 0) {
+	holder* h = export_of(slot, obj);
+	if (h == NULL) {
 		return fail(EXCHANGE_BUFFER_ERROR, "managed_tensor_from_py_object_no_sync failed");
 	}
+	lent* l = malloc(sizeof *l);
+	if (l == NULL) {
+		holder_unref(h);
+		return fail(EXCHANGE_BUFFER_ERROR, "managed_tensor_from_py_object_no_sync: out of memory");
+	}
+	l->h = h;
+	l->m = *h->export;
+	l->m.manager_ctx = l;
+	l->m.deleter = lent_deleter;
+	l->m.flags &= ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED; // shared by every consumer of the object
+	__atomic_add_fetch(&counts.lent_live, 1, __ATOMIC_RELAXED);
+	*out = &l->m;
 	return 0;
 }
 
@@ -166,25 +282,9 @@ static int to_py(int slot, DLManagedTensorVersioned* m, void** out) {
 	return 0;
 }
 
-// The destructor of a cached view: the object that held it is gone (or
-// the attribute was replaced), so the tensor behind the view is released.
-// Pure C; a pending exception survives.
-static void view_destructor(PyObj cap) {
-	PyObj t, v, tb;
-	p_Fetch(&t, &v, &tb);
-	DLManagedTensorVersioned* m = p_CapsuleGetPointer(cap, VIEW_NAME);
-	if (m != NULL && m->deleter != NULL) {
-		m->deleter(m);
-	}
-	p_Clear();
-	p_Restore(t, v, tb);
-}
-
-// The non-owning DLTensor of an object: a managed tensor made once per
-// object and kept in its attribute _dlpack_c_view (a capsule whose
-// destructor releases the tensor), so the shape and strides it points to
-// live exactly as long as the object. Later calls copy the cached
-// DLTensor without entering Go.
+// The non-owning DLTensor of an object: the export's, whose shape and
+// strides live as long as the object (which holds the export). Read-only
+// tensors are refused: a DLTensor has no flags to say so.
 static int dltensor(int slot, void* obj, DLTensor* out) {
 	COUNT(dltensor);
 	if (out == NULL) {
@@ -193,38 +293,19 @@ static int dltensor(int slot, void* obj, DLTensor* out) {
 	if (!is_ours(slot, obj)) {
 		return fail(EXCHANGE_TYPE_ERROR, "dltensor_from_py_object_no_sync: not an object of the type this table was published for");
 	}
-	PyObj cap = p_GetAttr(obj, view_attr);
-	if (cap == NULL) {
-		if (!p_ExceptionMatches(*p_AttributeError)) {
-			return fail(EXCHANGE_BUFFER_ERROR, "");
-		}
-		p_Clear();
-	} else {
-		DLManagedTensorVersioned* m = p_CapsuleIsValid(cap, VIEW_NAME) ? p_CapsuleGetPointer(cap, VIEW_NAME) : NULL;
-		p_DecRef(cap); // the object's own reference keeps it
-		if (m != NULL) {
-			*out = m->dl_tensor;
-			return 0;
-		}
-	}
-	DLManagedTensorVersioned* m = NULL;
-	if (pycapsuleExchangeProduce(slot, (uintptr_t)obj, 1, &m) != 0) {
+	holder* h = export_of(slot, obj);
+	if (h == NULL) {
 		return fail(EXCHANGE_BUFFER_ERROR, "dltensor_from_py_object_no_sync failed");
 	}
-	cap = p_CapsuleNew(m, VIEW_NAME, view_destructor);
-	if (cap == NULL) {
-		if (m->deleter != NULL) {
-			m->deleter(m);
-		}
-		return fail(EXCHANGE_BUFFER_ERROR, "");
+	int read_only = (h->export->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+	if (!read_only) {
+		*out = h->export->dl_tensor;
 	}
-	int rc = p_SetAttr(obj, view_attr, cap);
-	p_DecRef(cap); // on failure this releases the tensor
-	if (rc != 0) {
-		return fail(EXCHANGE_BUFFER_ERROR, "");
+	holder_unref(h); // the object keeps its own reference
+	if (read_only) {
+		return fail(EXCHANGE_BUFFER_ERROR, "dltensor_from_py_object_no_sync: the tensor is read-only, which a DLTensor cannot say "
+		                                   "(use managed_tensor_from_py_object_no_sync, which carries the flag)");
 	}
-	COUNT(dltensor_made);
-	*out = m->dl_tensor;
 	return 0;
 }
 
@@ -296,7 +377,9 @@ void exchange_read_counts(exchange_counts* out) {
 	out->from_py = __atomic_load_n(&counts.from_py, __ATOMIC_RELAXED);
 	out->to_py = __atomic_load_n(&counts.to_py, __ATOMIC_RELAXED);
 	out->dltensor = __atomic_load_n(&counts.dltensor, __ATOMIC_RELAXED);
-	out->dltensor_made = __atomic_load_n(&counts.dltensor_made, __ATOMIC_RELAXED);
+	out->exports = __atomic_load_n(&counts.exports, __ATOMIC_RELAXED);
+	out->exports_live = __atomic_load_n(&counts.exports_live, __ATOMIC_RELAXED);
+	out->lent_live = __atomic_load_n(&counts.lent_live, __ATOMIC_RELAXED);
 	out->alloc = __atomic_load_n(&counts.alloc, __ATOMIC_RELAXED);
 	out->stream = __atomic_load_n(&counts.stream, __ATOMIC_RELAXED);
 	out->failures = __atomic_load_n(&counts.failures, __ATOMIC_RELAXED);

@@ -64,22 +64,25 @@ var (
 // fail by returning -1 with a Python exception set, never by crashing:
 //
 //   - managed_tensor_from_py_object_no_sync(obj, out) refuses (TypeError)
-//     objects that are not instances of pyType or a subtype, then asks
-//     t.Producer(obj) for the producer and the producer for a versioned
-//     tensor with dlpack.DefaultRequest (for a dlpack.Source,
-//     dlpack.Produce's rules: zero-copy, flags kept). The caller owns the
-//     tensor and calls its deleter once.
+//     objects that are not instances of pyType or a subtype. The first
+//     call for an object asks t.Producer(obj) for the producer and the
+//     producer for a versioned tensor with dlpack.DefaultRequest (for a
+//     dlpack.Source, dlpack.Produce's rules: zero-copy, flags kept), and
+//     keeps that export in the object's attribute _dlpack_c_export for
+//     the object's lifetime. Every call lends a new tensor of that export
+//     (a small C block with a pure-C deleter, IS_COPIED cleared as it is
+//     shared); the export is released when the object and every lent
+//     tensor are gone, in any order, from any thread. So the object shows
+//     what its producer held at the first exchange; deleting the attribute
+//     makes the next exchange ask the producer again.
 //   - managed_tensor_to_py_object_no_sync(tensor, out) takes the tensor
 //     (ownership is stolen, also on failure, when it is released),
 //     imports it as an owned dlpack.Foreign (validated as dlpack.Import
 //     does) and returns t.New's new instance.
-//   - dltensor_from_py_object_no_sync(obj, out) fills a non-owning
-//     DLTensor whose shape and strides live as long as obj: the first call
-//     for an object makes a tensor as above and keeps it in the object's
-//     attribute _dlpack_c_view (a capsule that releases it when the object
-//     dies); later calls copy it without entering Go, so the view keeps
-//     showing what the object held at the first call. Read-only tensors
-//     are refused (BufferError): a DLTensor carries no flags to say so.
+//   - dltensor_from_py_object_no_sync(obj, out) fills the non-owning
+//     DLTensor of the same export: its shape and strides live as long as
+//     obj. Read-only tensors are refused (BufferError): a DLTensor carries
+//     no flags to say so.
 //   - managed_tensor_allocator is the root package's (dlpack.PublishedExchangeAPI).
 //   - current_work_stream reports NULL, the default stream, for every
 //     device: Go keeps no streams.
@@ -133,8 +136,11 @@ type ExchangeStats struct {
 	// Calls of the entries of the tables this library published (all
 	// types together), and how many of them failed.
 	FromPyObject, ToPyObject, DLTensorFromPyObject, Allocator, CurrentWorkStream, Failures int64
-	// DLTensor views made (each is then reused for its object's lifetime).
-	ViewsMade int64
+	// Exports made for objects (one per object, on its first exchange),
+	// those still held (by their object or by a tensor lent from them),
+	// and tensors lent by managed_tensor_from_py_object_no_sync whose
+	// deleter has not run yet.
+	Exports, LiveExports, LiveLent int64
 	// Python objects Go took in through their type's table, and through
 	// __dlpack__ (the fallback for types without a usable table).
 	TableImports, ProtocolImports int64
@@ -149,7 +155,8 @@ func ReadExchangeStats() ExchangeStats {
 	return ExchangeStats{
 		FromPyObject: int64(c.from_py), ToPyObject: int64(c.to_py), DLTensorFromPyObject: int64(c.dltensor),
 		Allocator: int64(c.alloc), CurrentWorkStream: int64(c.stream), Failures: int64(c.failures),
-		ViewsMade: int64(c.dltensor_made), TableImports: tableImports.Load(), ProtocolImports: protocolImports.Load(),
+		Exports: int64(c.exports), LiveExports: int64(c.exports_live), LiveLent: int64(c.lent_live),
+		TableImports: tableImports.Load(), ProtocolImports: protocolImports.Load(),
 	}
 }
 
@@ -164,9 +171,9 @@ func raiseFor(err error) {
 }
 
 //export pycapsuleExchangeProduce
-func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, view C.int, out **C.DLManagedTensorVersioned) C.int {
+func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, out **C.DLManagedTensorVersioned) C.int {
 	e := published[slot].Load()
-	m, err := e.produce(uintptr(obj), view != 0)
+	m, err := e.produce(uintptr(obj))
 	if err != nil {
 		raiseFor(err)
 		return -1
@@ -184,7 +191,7 @@ func (e *Exchange) producer(obj uintptr) (dlpack.Producer, error) {
 	return p, err
 }
 
-func (e *Exchange) produce(obj uintptr, view bool) (*dlpack.ManagedTensorVersioned, error) {
+func (e *Exchange) produce(obj uintptr) (*dlpack.ManagedTensorVersioned, error) {
 	p, err := e.producer(obj)
 	if err != nil {
 		return nil, err
@@ -197,10 +204,6 @@ func (e *Exchange) produce(obj uintptr, view bool) (*dlpack.ManagedTensorVersion
 	if m.Versioned == nil {
 		m.Release()
 		return nil, fmt.Errorf("%w: the producer answered a versioned request with a legacy tensor", ErrExchange)
-	}
-	if view && m.Versioned.Flags&dlpack.FlagReadOnly != 0 {
-		m.Release()
-		return nil, fmt.Errorf("%w: dltensor_from_py_object_no_sync: the tensor is read-only, which a DLTensor cannot say (use managed_tensor_from_py_object_no_sync)", dlpack.ErrReadOnly)
 	}
 	return m.Versioned, nil
 }
@@ -373,7 +376,7 @@ func managedFromTable(api *dlpack.ExchangeAPI, obj uintptr) (m dlpack.Managed, o
 	if e := ownExchange(api); e != nil && C.exchange_is_ours(C.int(e.slot), C.uintptr_t(obj)) != 0 {
 		// One of this library's own objects: what the entry would do,
 		// without leaving Go for C and coming back.
-		v, err := e.produce(obj, false)
+		v, err := e.produce(obj)
 		if err != nil {
 			return dlpack.Managed{}, true, err
 		}

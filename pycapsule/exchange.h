@@ -9,9 +9,10 @@ enum { EXCHANGE_SLOTS = 8 };
 
 enum { EXCHANGE_BUFFER_ERROR = 0, EXCHANGE_TYPE_ERROR = 1, EXCHANGE_VALUE_ERROR = 2 };
 
-// Calls of the entries of every published table (relaxed atomics).
+// Calls of the entries of every published table, exports made for
+// objects, exports and lent tensors still alive (relaxed atomics).
 typedef struct {
-	int64_t from_py, to_py, dltensor, dltensor_made, alloc, stream, failures;
+	int64_t from_py, to_py, dltensor, alloc, stream, failures, exports, exports_live, lent_live;
 } exchange_counts;
 
 int exchange_init(void);

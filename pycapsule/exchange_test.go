@@ -131,7 +131,7 @@ func statsDelta(before pycapsule.ExchangeStats) pycapsule.ExchangeStats {
 		FromPyObject: a.FromPyObject - before.FromPyObject, ToPyObject: a.ToPyObject - before.ToPyObject,
 		DLTensorFromPyObject: a.DLTensorFromPyObject - before.DLTensorFromPyObject, Allocator: a.Allocator - before.Allocator,
 		CurrentWorkStream: a.CurrentWorkStream - before.CurrentWorkStream, Failures: a.Failures - before.Failures,
-		ViewsMade: a.ViewsMade - before.ViewsMade, TableImports: a.TableImports - before.TableImports,
+		Exports: a.Exports - before.Exports, TableImports: a.TableImports - before.TableImports,
 		ProtocolImports: a.ProtocolImports - before.ProtocolImports,
 	}
 }
@@ -164,10 +164,18 @@ func TestPublishedTable(t *testing.T) {
 		p.exec("assert api.from_py(g, ctypes.byref(out)) == 0")
 		p.check(fmt.Sprintf("out.contents.dl_tensor.data == %d and out.contents.flags == 0", uintptrOf(data)))
 		p.check("[out.contents.dl_tensor.shape[i] for i in range(2)] == [2, 3]")
-		if d := statsDelta(s); d != (pycapsule.ExchangeStats{FromPyObject: 1}) || dlpack.Outstanding() != 1 {
+		if d := statsDelta(s); d != (pycapsule.ExchangeStats{FromPyObject: 1, Exports: 1}) || dlpack.Outstanding() != 1 {
 			t.Errorf("from_py: %+v, outstanding %d", d, dlpack.Outstanding())
 		}
-		p.exec("release(out)")
+		p.exec("out2 = ctypes.POINTER(M)()\nassert api.from_py(g, ctypes.byref(out2)) == 0")
+		p.check("out2.contents.dl_tensor.data == out.contents.dl_tensor.data and ctypes.addressof(out2.contents) != ctypes.addressof(out.contents)")
+		if st := pycapsule.ReadExchangeStats(); st.Exports-s.Exports != 1 || st.LiveLent != 2 || dlpack.Outstanding() != 1 {
+			t.Errorf("a second exchange of the same object: %+v, outstanding %d; want one export, two lent", st, dlpack.Outstanding())
+		}
+		p.exec("release(out); release(out2)")
+		if st := pycapsule.ReadExchangeStats(); st.LiveLent != 0 || st.LiveExports != 1 || dlpack.Outstanding() != 1 {
+			t.Errorf("lent tensors released: %+v, outstanding %d; the object still holds its export", st, dlpack.Outstanding())
+		}
 
 		// Objects not ours: TypeError, nothing handed out.
 		s = pycapsule.ReadExchangeStats()
@@ -181,16 +189,21 @@ func TestPublishedTable(t *testing.T) {
 			t.Errorf("refusals: %+v", d)
 		}
 
-		// The DLTensor view: made once, kept by the object, released with it.
+		// The DLTensor view: the object's export, released with the object;
+		// a tensor lent before the object died keeps it alive.
 		s = pycapsule.ReadExchangeStats()
 		p.exec("v1, v2 = DLT(), DLT()\nassert api.view(g, ctypes.byref(v1)) == 0 and api.view(g, ctypes.byref(v2)) == 0")
 		p.check(fmt.Sprintf("v1.data == %d and ctypes.addressof(v1.shape.contents) == ctypes.addressof(v2.shape.contents)", uintptrOf(data)))
-		if d := statsDelta(s); d.DLTensorFromPyObject != 2 || d.ViewsMade != 1 || dlpack.Outstanding() != 1 {
+		if d := statsDelta(s); d.DLTensorFromPyObject != 2 || d.Exports != 0 || dlpack.Outstanding() != 1 {
 			t.Errorf("views: %+v, outstanding %d", d, dlpack.Outstanding())
 		}
-		p.exec("del g, v1, v2; gc.collect()")
-		if n := dlpack.Outstanding(); n != 0 {
-			t.Errorf("the view outlived its object: outstanding %d", n)
+		p.exec("assert api.from_py(g, ctypes.byref(out)) == 0\ndel g, v1, v2; gc.collect()")
+		if n := dlpack.Outstanding(); n != 1 {
+			t.Errorf("a lent tensor must keep the export after its object died: outstanding %d", n)
+		}
+		p.exec("release(out)")
+		if st := pycapsule.ReadExchangeStats(); dlpack.Outstanding() != 0 || st.LiveExports != 0 || st.LiveLent != 0 {
+			t.Errorf("after the object and the last lent tensor: outstanding %d, %+v", dlpack.Outstanding(), st)
 		}
 
 		// to_py: a tensor from the allocator becomes a new GoT that owns it.
@@ -365,7 +378,7 @@ uses = use_count(tx)`)
 		s = pycapsule.ReadExchangeStats()
 		p.exec(fmt.Sprintf("y = tvm_ffi.from_dlpack(make_got(%d))", id))
 		p.check(fmt.Sprintf("y.data_ptr() == %d and y.shape == (4,)", uintptrOf(data)))
-		if d := statsDelta(s); d != (pycapsule.ExchangeStats{FromPyObject: 1}) || dlpack.Outstanding() != 1 {
+		if d := statsDelta(s); d != (pycapsule.ExchangeStats{FromPyObject: 1, Exports: 1}) || dlpack.Outstanding() != 1 {
 			t.Errorf("into tvm-ffi: %+v, outstanding %d", d, dlpack.Outstanding())
 		}
 		p.exec("del y, w, tx; gc.collect()")

@@ -78,6 +78,7 @@ class GoTensor:
         if self._id > 0:
             _lib.godlpack_free(self._id)
             self._id = 0
+        self.__dict__.pop("_dlpack_c_export", None)  # what the exchange table keeps for this object
 
     def __del__(self):
         self.close()
@@ -148,14 +149,15 @@ _lib.godlpack_take_many.restype = ctypes.c_int
 _lib.godlpack_take_many.argtypes = [_obj, ctypes.c_int64]
 _lib.godlpack_publish(GoTensor, _from_id)
 
-EXCHANGE_STATS = ("from_py", "to_py", "dltensor", "allocator", "stream", "failures", "views_made",
-                  "table_imports", "protocol_imports")
+EXCHANGE_STATS = ("from_py", "to_py", "dltensor", "allocator", "stream", "failures", "exports", "live_exports",
+                  "live_lent", "table_imports", "protocol_imports")
 
 
 def exchange_stats():
     """Counters of the exchange API in the library: calls of each entry of
-    GoTensor's table (and failures, and DLTensor views made), and Python
-    objects Go took in through their type's table or through __dlpack__."""
+    GoTensor's table and failures; exports made for objects (one per
+    object), those alive, and lent tensors alive; Python objects Go took in
+    through their type's table or through __dlpack__."""
     a = (ctypes.c_int64 * len(EXCHANGE_STATS))()
     _lib.godlpack_exchange_stats(a)
     return dict(zip(EXCHANGE_STATS, a))

@@ -57,15 +57,16 @@ func godlpack_publish(typ, fromID C.uintptr_t) C.int {
 	return 0
 }
 
-// godlpack_exchange_stats writes pycapsule.ReadExchangeStats to out[0:9]:
-// from_py, to_py, dltensor, allocator, stream, failures, views made,
-// imports through a table, imports through __dlpack__.
+// godlpack_exchange_stats writes pycapsule.ReadExchangeStats to out[0:11]:
+// from_py, to_py, dltensor, allocator, stream, failures, exports, live
+// exports, live lent tensors, imports through a table, imports through
+// __dlpack__.
 //
 //export godlpack_exchange_stats
 func godlpack_exchange_stats(out *C.int64_t) {
 	s := pycapsule.ReadExchangeStats()
 	v := []int64{s.FromPyObject, s.ToPyObject, s.DLTensorFromPyObject, s.Allocator, s.CurrentWorkStream,
-		s.Failures, s.ViewsMade, s.TableImports, s.ProtocolImports}
+		s.Failures, s.Exports, s.LiveExports, s.LiveLent, s.TableImports, s.ProtocolImports}
 	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(v)), v)
 }
 
