@@ -51,7 +51,7 @@ nocgo:
 # with Go before 1.27 a duration budget can end in a spurious "context
 # deadline exceeded" failure (golang/go#75804).
 FUZZTIME ?= 100000x
-FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice
+FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
 	@for t in $(FUZZ_TARGETS); do \

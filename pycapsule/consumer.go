@@ -89,6 +89,9 @@ func consumerArgs() C.pycapsule_args {
 // managedOf gets a capsule from obj (obj itself, or what its __dlpack__
 // returns for a) and takes its tensor.
 func managedOf(obj uintptr, a C.pycapsule_args, tryTable bool) (dlpack.Managed, error) {
+	if obj == 0 {
+		return dlpack.Managed{}, fmt.Errorf("%w: NULL object", ErrNoDLPack)
+	}
 	var capsule uintptr
 	switch C.pycapsule_kind(C.uintptr_t(obj)) {
 	case 1:
@@ -156,6 +159,9 @@ type Object struct {
 // is pending), or an *ArgError when __dlpack_device__ returns something
 // other than a tuple of two ints.
 func Wrap(obj uintptr) (*Object, error) {
+	if obj == 0 {
+		return nil, fmt.Errorf("%w: NULL object", ErrNoDLPack)
+	}
 	if C.pycapsule_kind(C.uintptr_t(obj)) != 0 {
 		return nil, fmt.Errorf("%w: a capsule can be consumed only once; wrap the object that made it", ErrNoDLPack)
 	}

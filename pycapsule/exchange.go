@@ -97,6 +97,9 @@ func Publish(pyType uintptr, t TensorType) (*Exchange, error) {
 	if t.Producer == nil || t.New == nil {
 		return nil, fmt.Errorf("%w: TensorType needs both Producer and New", ErrExchange)
 	}
+	if pyType == 0 {
+		return nil, fmt.Errorf("%w: NULL type", ErrExchange)
+	}
 	if C.exchange_init() != 0 {
 		return nil, ErrNoPython
 	}
@@ -242,6 +245,9 @@ var (
 // a TensorType.Producer that finds its tensor by a key the instance
 // carries. An error wraps ErrPython; the exception stays pending.
 func IntAttr(obj uintptr, name string) (int64, error) {
+	if obj == 0 {
+		return 0, fmt.Errorf("%w: NULL object", ErrNoDLPack)
+	}
 	key, err := internedName(name)
 	if err != nil {
 		return 0, err
@@ -290,6 +296,9 @@ func internedName(name string) (C.uintptr_t, error) {
 // through a Python factory. An error wraps ErrPython; the exception stays
 // pending.
 func CallInt(callable uintptr, x int64) (uintptr, error) {
+	if callable == 0 {
+		return 0, fmt.Errorf("%w: no factory (NULL)", ErrExchange)
+	}
 	if C.exchange_init() != 0 {
 		return 0, ErrNoPython
 	}
@@ -313,7 +322,7 @@ var apis sync.Map
 // as dlpack.OpenExchangeAPI does. It returns nil when the type publishes
 // none, or none this package can use (then __dlpack__ is the way).
 func ExchangeAPIOf(obj uintptr) *dlpack.ExchangeAPI {
-	if C.exchange_init() != 0 {
+	if obj == 0 || C.exchange_init() != 0 {
 		return nil
 	}
 	p := C.exchange_api_of(C.uintptr_t(obj))
@@ -338,7 +347,7 @@ func ExchangeAPIOf(obj uintptr) *dlpack.ExchangeAPI {
 // managed_tensor_from_py_object_no_sync; any other, the tensor its
 // __dlpack__ hands over (or obj itself if it is a capsule).
 func takeOf(obj uintptr) (dlpack.Producer, dlpack.Managed, error) {
-	if C.pycapsule_kind(C.uintptr_t(obj)) == 0 {
+	if obj != 0 && C.pycapsule_kind(C.uintptr_t(obj)) == 0 {
 		api := ExchangeAPIOf(obj)
 		if e := ownExchange(api); e != nil && C.exchange_is_ours(C.int(e.slot), C.uintptr_t(obj)) != 0 {
 			p, err := e.producer(obj)

@@ -142,6 +142,18 @@ func TestPublishedTable(t *testing.T) {
 	py(t, func(p *session) {
 		exchangeSession(t, p)
 		e := goT.exch
+		if _, err := pycapsule.Publish(0, gotType); !errors.Is(err, pycapsule.ErrExchange) {
+			t.Errorf("Publish(NULL): %v", err)
+		}
+		if _, err := pycapsule.Publish(pyembed.Global("GoT"), pycapsule.TensorType{}); !errors.Is(err, pycapsule.ErrExchange) {
+			t.Errorf("Publish without callbacks: %v", err)
+		}
+		if _, err := pycapsule.Publish(p.eval("int"), gotType); !errors.Is(err, pycapsule.ErrExchange) || pyembed.Pending() {
+			t.Errorf("a type that refuses the attribute: %v", err)
+		}
+		if _, err := pycapsule.IntAttr(0, "_id"); err == nil || pycapsule.ExchangeAPIOf(0) != nil {
+			t.Error("NULL objects must be refused")
+		}
 		if again, err := pycapsule.Publish(pyembed.Global("GoT"), gotType); err != nil || again != e {
 			t.Errorf("publishing again: %v, %v; want the same table", again, err)
 		}

@@ -362,6 +362,12 @@ func TestImport(t *testing.T) {
 		if _, err := pycapsule.Import(p.eval("[1, 2]")); !errors.Is(err, pycapsule.ErrNoDLPack) || pyembed.Pending() {
 			t.Errorf("a list: %v", err)
 		}
+		if _, err := pycapsule.Import(0); !errors.Is(err, pycapsule.ErrNoDLPack) {
+			t.Errorf("NULL: %v", err)
+		}
+		if _, err := pycapsule.Wrap(0); !errors.Is(err, pycapsule.ErrNoDLPack) {
+			t.Errorf("Wrap(NULL): %v", err)
+		}
 		if _, err := pycapsule.Import(p.eval("Failing()")); !errors.Is(err, pycapsule.ErrPython) || !strings.Contains(err.Error(), "KeyError") {
 			t.Errorf("a failing producer: %v", err)
 		} else if e := raised(t); !strings.HasPrefix(e, "KeyError") {
