@@ -32,6 +32,8 @@ var ErrExchange = errors.New("pycapsule: DLPack exchange API")
 // is one, else a BufferError with the error's text.
 type TensorType struct {
 	// Producer returns the producer held by obj (a borrowed reference).
+	// The table asks it on an object's first exchange only (see Publish);
+	// Import and Borrow of the object ask it each time.
 	Producer func(obj uintptr) (dlpack.Producer, error)
 	// New returns a new reference to a new instance of the type that owns
 	// f (an owned import: the instance closes it when done with it). On
@@ -74,7 +76,9 @@ var (
 //     shared); the export is released when the object and every lent
 //     tensor are gone, in any order, from any thread. So the object shows
 //     what its producer held at the first exchange; deleting the attribute
-//     makes the next exchange ask the producer again.
+//     makes the next exchange ask the producer again. Instances must take
+//     attributes (have a __dict__); else the entry fails with Python's
+//     AttributeError.
 //   - managed_tensor_to_py_object_no_sync(tensor, out) takes the tensor
 //     (ownership is stolen, also on failure, when it is released),
 //     imports it as an owned dlpack.Foreign (validated as dlpack.Import

@@ -62,11 +62,11 @@ CASES = {
 TVM = "tvm-ffi (apache-tvm-ffi)"
 CASES.update({
     "test_go_tensor_type_publishes_a_1_3_table": ("C (ctypes)", "exchange table", "GoTensor.__dlpack_c_exchange_api__: capsule \"dlpack_exchange_api\" on the type, version 1.3, prev_api NULL, every entry set"),
-    "test_managed_tensor_from_py_object": ("C (ctypes)", "exchange table", "managed_tensor_from_py_object_no_sync: zero copy, shape/strides, READ_ONLY kept, deleter once"),
+    "test_managed_tensor_from_py_object": ("C (ctypes)", "exchange table", "managed_tensor_from_py_object_no_sync: zero copy, shape/strides, READ_ONLY kept; one export per object, a new lent tensor per call, each deleter once, the export released with the object"),
     "test_entries_refuse_objects_not_ours": ("C (ctypes)", "exchange table", "objects of other types (NumPy, None, int, tvm-ffi, an impostor carrying our capsule): TypeError; freed GoTensor: BufferError; subclasses accepted"),
     "test_managed_tensor_to_py_object": ("C (ctypes)", "exchange table", "managed_tensor_to_py_object_no_sync: a new GoTensor owning the tensor, zero copy"),
     "test_to_py_releases_a_tensor_it_refuses": ("C (ctypes)", "exchange table", "to_py of a malformed tensor (major 2, ndim -1): BufferError, the stolen tensor released once"),
-    "test_dltensor_view_lives_as_long_as_the_object": ("C (ctypes)", "exchange table", "dltensor_from_py_object_no_sync: made once per object, same shape storage, released with the object; read-only refused (BufferError)"),
+    "test_dltensor_view_lives_as_long_as_the_object": ("C (ctypes)", "exchange table", "dltensor_from_py_object_no_sync: the object's export, same shape storage each call; a lent tensor keeps it after the object died, the last to let go releases it; read-only refused (BufferError)"),
     "test_allocator_and_stream": ("C (ctypes)", "exchange table", "allocator: zeroed, 256-byte aligned, CPU only (SetError BufferError); current_work_stream NULL for every device"),
     "test_tvm_ffi_takes_go_memory_through_the_table": (TVM, "Go → tvm-ffi", "from_dlpack through the table (no __dlpack__ call): zero copy, shape/strides/dtype, writes reach Go, deleter once"),
     "test_tvm_ffi_falls_back_to_dlpack_without_the_table": (TVM, "Go → tvm-ffi", "type without the table: __dlpack__() (legacy), same values, zero copy"),
