@@ -27,6 +27,7 @@ CASES = {
     "test_strided_view_reexported": ("NumPy → Go → NumPy", "re-export", "strided, negative-stride view, zero copy"),
     "test_closed_tensor_refuses": ("any", "re-export", "closed Go owner: BufferError"),
     "test_wrapped_producer_gets_every_request": ("Python producer → Go → NumPy, JAX", "pass-through", "each request (max_version, copy, stream) reaches the producer; Go holds it until close"),
+    "test_jax_producer_wrapped_and_reexported_to_numpy": ("JAX → Go → NumPy", "pass-through, re-export", "legacy answers: wrapped and imported, shared, read-only"),
     "test_wrap_refuses_what_is_not_a_producer": ("any", "pass-through", "a capsule or bad __dlpack_device__: TypeError"),
     "test_producer_exceptions_arrive_unchanged": ("any", "Python → Go", "producer's exception passes unchanged; non-capsule result: ValueError"),
     "test_versioned_fallback_for_old_producers": ("any", "Python → Go", "max_version TypeError: bare retry, legacy, read-only"),

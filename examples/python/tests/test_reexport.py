@@ -279,3 +279,21 @@ def test_versioned_fallback_for_old_producers():
     total, versioned, read_only, _ = godlpack.consume_sum(old)
     assert (total, versioned, read_only) == (10.0, False, True)
     assert old.calls == [None]
+
+
+def test_jax_producer_wrapped_and_reexported_to_numpy():
+    """JAX answers every request with a legacy capsule: NumPy gets it
+    through a wrapped JAX array (the capsule's name decides the struct)
+    and through a Go import of it (read-only, shared)."""
+    y = jnp.arange(12.0).reshape(3, 4)
+    want = np.asarray(y)
+    w = godlpack.GoTensor.wrap(y)
+    a = np.from_dlpack(w)
+    assert a.tolist() == want.tolist() and a.ctypes.data == y.unsafe_buffer_pointer()
+    t = godlpack.GoTensor.from_dlpack(y)
+    b = np.from_dlpack(t)
+    assert b.tolist() == want.tolist() and b.ctypes.data == y.unsafe_buffer_pointer()
+    assert not b.flags.writeable, "a legacy import is read-only"
+    w.close()
+    t.close()
+    del a, b

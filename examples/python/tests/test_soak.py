@@ -7,7 +7,6 @@ import sys
 import threading
 import time
 import tracemalloc
-import weakref
 
 import jax.numpy as jnp
 import numpy as np
@@ -88,26 +87,31 @@ def test_soak_unconsumed_capsules():
     soak(lambda: t.__dlpack__(max_version=(1, 3)))
 
 
+class Counted(np.ndarray):
+    """A NumPy array that counts its deaths."""
+    deaths = 0
+
+    def __del__(self):
+        Counted.deaths += 1
+
+
 def test_soak_numpy_go_jax_reexport():
     """NumPy -> Go (an owned Foreign) -> JAX, zero copy, 100,000 times; the
     Go owner lets go first in odd rounds, JAX first in even ones. Each
-    round's NumPy array is a fresh view whose death (NumPy's deleter drops
-    the capsule's reference to it) is counted by a weakref finalizer: the
-    producer's deleter ran exactly once per round, and the base array's
-    reference count is back where it was."""
+    round's NumPy array is a fresh view that NumPy's capsule keeps alive
+    until its deleter runs, and that counts its death: the producer's
+    deleter ran exactly once per round, and the base array's reference
+    count is back where it was."""
     base = np.zeros(16 + 16, np.float32)  # float32: JAX keeps it with or without x64
     off = (-base.ctypes.data % 64) // 4
     base = base[off:off + 16]
     base[:] = np.arange(16.0)
     before = sys.getrefcount(base)
-    released, rounds = [0], [0]
-
-    def count():
-        released[0] += 1
+    Counted.deaths = 0
+    rounds = [0]
 
     def step():
-        v = base.view()
-        weakref.finalize(v, count)
+        v = base.view(Counted)
         t = godlpack.GoTensor.from_dlpack(v)
         del v
         j = jnp.from_dlpack(t)
@@ -125,13 +129,13 @@ def test_soak_numpy_go_jax_reexport():
 
     soak(step)
     deadline = time.monotonic() + 5
-    while released[0] != rounds[0] and time.monotonic() < deadline:  # JAX may free on its own thread
+    while Counted.deaths != rounds[0] and time.monotonic() < deadline:  # JAX may free on its own thread
         gc.collect()
         time.sleep(0.01)
-    assert released[0] == rounds[0] == ROUNDS + ROUNDS // 10
+    assert Counted.deaths == rounds[0] == ROUNDS + ROUNDS // 10
     assert sys.getrefcount(base) == before
     assert godlpack.live() == 0
-    print(f"soak: {rounds[0]} re-export rounds, NumPy deleters {released[0]}")
+    print(f"soak: {rounds[0]} re-export rounds, NumPy deleters {Counted.deaths}")
 
 
 @pytest.mark.parametrize("what", ["array", "capsule"])
