@@ -177,9 +177,23 @@ func raiseFor(err error) {
 	C.exchange_set_error(C.EXCHANGE_BUFFER_ERROR, cs)
 }
 
+// recovered turns a panic of a TensorType function, which would end the
+// process inside a callback from C, into the entry's error.
+func recovered(rc *C.int) {
+	if r := recover(); r != nil {
+		raiseFor(fmt.Errorf("%w: panic in a TensorType function: %v", ErrExchange, r))
+		*rc = -1
+	}
+}
+
 //export pycapsuleExchangeProduce
-func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, out **C.DLManagedTensorVersioned) C.int {
+func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, out **C.DLManagedTensorVersioned) (rc C.int) {
+	defer recovered(&rc)
 	e := published[slot].Load()
+	if e == nil {
+		raiseFor(fmt.Errorf("%w: no type published for this table", ErrExchange))
+		return -1
+	}
 	m, err := e.produce(uintptr(obj))
 	if err != nil {
 		raiseFor(err)
@@ -216,14 +230,27 @@ func (e *Exchange) produce(obj uintptr) (*dlpack.ManagedTensorVersioned, error) 
 }
 
 //export pycapsuleExchangeToPy
-func pycapsuleExchangeToPy(slot C.int, m *C.DLManagedTensorVersioned, out *C.uintptr_t) C.int {
-	e := published[slot].Load()
+func pycapsuleExchangeToPy(slot C.int, m *C.DLManagedTensorVersioned, out *C.uintptr_t) (rc C.int) {
+	defer recovered(&rc)
 	f, err := dlpack.Import(unsafe.Pointer(m)) // releases m on error
 	if err != nil {
 		raiseFor(err)
 		return -1
 	}
-	obj, err := e.t.New(f)
+	e := published[slot].Load()
+	if e == nil {
+		f.Close()
+		raiseFor(fmt.Errorf("%w: no type published for this table", ErrExchange))
+		return -1
+	}
+	obj, err := func() (obj uintptr, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: panic in TensorType.New: %v", ErrExchange, r)
+			}
+		}()
+		return e.t.New(f)
+	}()
 	if err != nil {
 		f.Close()
 		raiseFor(err)

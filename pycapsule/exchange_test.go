@@ -98,6 +98,9 @@ var gotType = pycapsule.TensorType{
 		if err != nil {
 			return nil, err
 		}
+		if id == -7 {
+			panic("a bug in the extension")
+		}
 		goT.Lock()
 		defer goT.Unlock()
 		if p := goT.arrays[id]; p != nil {
@@ -197,7 +200,8 @@ func TestPublishedTable(t *testing.T) {
 		p.check(`"not an object" in expect(TypeError, api.from_py, Impostor(), ctypes.byref(out))`)
 		p.check(`"no tensor" in expect(BufferError, api.from_py, make_got(10**6), ctypes.byref(out))`)
 		p.check(`"_id" in expect(AttributeError, api.from_py, GoT(), ctypes.byref(out))`)
-		if d := statsDelta(s); d.Failures != 5 || d.FromPyObject != 4 {
+		p.check(`"panic in a TensorType function: a bug" in expect(BufferError, api.from_py, make_got(-7), ctypes.byref(out))`)
+		if d := statsDelta(s); d.Failures != 6 || d.FromPyObject != 5 {
 			t.Errorf("refusals: %+v", d)
 		}
 
