@@ -66,6 +66,7 @@ CASES.update({
     "test_managed_tensor_from_py_object": ("C (ctypes)", "exchange table", "managed_tensor_from_py_object_no_sync: zero copy, shape/strides, READ_ONLY kept; one export per object, a new lent tensor per call, each deleter once, the export released with the object"),
     "test_entries_refuse_objects_not_ours": ("C (ctypes)", "exchange table", "objects of other types (NumPy, None, int, tvm-ffi, an impostor carrying our capsule): TypeError; freed GoTensor: BufferError; subclasses accepted"),
     "test_managed_tensor_to_py_object": ("C (ctypes)", "exchange table", "managed_tensor_to_py_object_no_sync: a new GoTensor owning the tensor, zero copy"),
+    "test_lent_tensors_released_on_many_threads": ("C (ctypes)", "exchange table", "800 lent tensors released on 8 threads without the GIL while the object dies: the export released exactly once"),
     "test_to_py_releases_a_tensor_it_refuses": ("C (ctypes)", "exchange table", "to_py of a malformed tensor (major 2, ndim -1): BufferError, the stolen tensor released once"),
     "test_dltensor_view_lives_as_long_as_the_object": ("C (ctypes)", "exchange table", "dltensor_from_py_object_no_sync: the object's export, same shape storage each call; a lent tensor keeps it after the object died, the last to let go releases it; read-only refused (BufferError)"),
     "test_allocator_and_stream": ("C (ctypes)", "exchange table", "allocator: zeroed, 256-byte aligned, CPU only (SetError BufferError); current_work_stream NULL for every device"),

@@ -201,6 +201,34 @@ def test_managed_tensor_to_py_object():
     assert godlpack.outstanding() == 0, "both released"
 
 
+def test_lent_tensors_released_on_many_threads():
+    import threading
+    api = table_of(godlpack.GoTensor)
+    t = godlpack.GoTensor(4, 4)
+    lent = []
+    for _ in range(800):
+        out = ctypes.POINTER(Managed)()
+        assert api.from_py(t, ctypes.byref(out)) == 0
+        lent.append(out)
+    assert live() == (1, 800)
+    start = threading.Barrier(8)
+
+    def release_share(share):
+        start.wait()
+        for m in share:
+            release(m)  # CFUNCTYPE: the GIL is released during the call
+
+    threads = [threading.Thread(target=release_share, args=(lent[i::8],)) for i in range(7)]
+    for th in threads:
+        th.start()
+    del t  # the object dies while the threads release
+    gc.collect()
+    release_share(lent[7::8])
+    for th in threads:
+        th.join()
+    assert live() == (0, 0) and godlpack.outstanding() == 0, "the export released exactly once, by the last one"
+
+
 def test_to_py_releases_a_tensor_it_refuses():
     api = table_of(godlpack.GoTensor)
     calls = []
