@@ -56,6 +56,12 @@ func OpenExchangeAPI(p unsafe.Pointer) (*ExchangeClient, error) {
 // Version returns the version of the table in use.
 func (c *ExchangeClient) Version() Version { return c.api.Header.Version }
 
+// API returns the table in use: the 1.x (x >= 3) table OpenExchangeAPI
+// found along prev_api, in the library's memory for the process lifetime.
+// Its entries are C function pointers for C code to call (package
+// pycapsule calls the Python-object entries); it must not be written.
+func (c *ExchangeClient) API() *ExchangeAPI { return c.api }
+
 // Allocate asks the library's allocator for a tensor of the given data
 // type, shape and device, and imports it (see Import; opts apply). An
 // allocator failure returns an error wrapping ErrExchangeAPI with the

@@ -55,6 +55,8 @@ func TestForeignExchangeAPI(t *testing.T) {
 	c, err := dlpack.OpenExchangeAPI(cshim.ForeignAPI(0))
 	require.NoError(t, err)
 	assert.Equal(t, dlpack.Version{Major: 1, Minor: 3}, c.Version())
+	assert.Equal(t, dlpack.Version{Major: 1, Minor: 3}, c.API().Header.Version, "API is the table found behind the v2.0 head")
+	assert.NotEqual(t, cshim.ForeignAPI(0), unsafe.Pointer(c.API()))
 	before := cshim.ForeignDeletes()
 	f, err := c.Allocate(dlpack.Float32, []int64{2, 3}, dlpack.CPUDevice, dlpack.RequireContiguous())
 	require.NoError(t, err)

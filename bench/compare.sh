@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Side-by-side DLPack exchange costs measured in one run on this machine:
-# the C floor, this library's paths, NumPy's and pyarrow's from_dlpack round trips and the
-# Rust dlpark crate's round trip. Run it as `make compare`. It installs what
-# it needs: a virtualenv with NumPy and pyarrow (.venv-bench) and the dlpark crate.
+# the C floor, this library's paths, NumPy's and pyarrow's from_dlpack
+# round trips and the Rust dlpark crate's round trip; then tensor files
+# beside NumPy and safetensors, and the DLPack 1.3 C exchange API in
+# Python against __dlpack__ (bench/exchange_compare.py). Run it as `make
+# compare`. It installs what it needs: a virtualenv with NumPy, pyarrow,
+# safetensors and tvm-ffi (.venv-bench), the dlpark crate, and the c-shared library of
+# examples/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NUMPY_VERSION=${NUMPY_VERSION:-2.4.6}
@@ -13,7 +17,9 @@ echo "== building the peers" >&2
 if [ ! -x .venv-bench/bin/python ]; then
 	python3 -m venv .venv-bench >&2
 fi
-.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" "pyarrow==$PYARROW_VERSION" >&2
+TVM_FFI_VERSION=${TVM_FFI_VERSION:-0.1.15.post2}
+.venv-bench/bin/python -m pip install -q "numpy==$NUMPY_VERSION" "pyarrow==$PYARROW_VERSION" "apache-tvm-ffi==$TVM_FFI_VERSION" >&2
+go build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack >&2
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy, then dlpark)" >&2
@@ -82,3 +88,7 @@ tfratio() {
 for f in safetensors npy; do
 	printf '| %s: Go 1 GiB / 1 KiB (alternating, median) | %.2f× | | |\n' "$f" "$(tfratio "$f")"
 done
+echo
+echo "== the C exchange API against __dlpack__ (same objects, one process)" >&2
+GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPENBLAS_NUM_THREADS=1 \
+	.venv-bench/bin/python bench/exchange_compare.py

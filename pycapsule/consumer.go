@@ -29,6 +29,14 @@ var ConsumerVersion = dlpack.CurrentVersion
 // tensors are read-only unless dlpack.AssumeWritable is given). obj may
 // also be an unconsumed DLPack capsule, which is consumed directly.
 //
+// When obj's type publishes a usable DLPack 1.3 exchange table
+// (__dlpack_c_exchange_api__, see ExchangeAPIOf), the tensor comes
+// through its managed_tensor_from_py_object_no_sync instead of
+// __dlpack__, versioned and unsynchronised ("no_sync": for device tensors
+// the caller orders its work after the producer's current_work_stream);
+// an instance of a type this library published (Publish) is taken Go to
+// Go with dlpack.From.
+//
 // The caller owns the Foreign and Closes it; it does not keep obj: the
 // capsule's tensor itself keeps the producer's memory alive (for NumPy,
 // the array), until its deleter, which Close (or the last user of a
@@ -41,9 +49,12 @@ var ConsumerVersion = dlpack.CurrentVersion
 // which the producer orders its work before; Wrap passes each consumer's
 // own request, stream included.
 func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
-	m, err := managedOf(obj, consumerArgs())
+	p, m, err := takeOf(obj)
 	if err != nil {
 		return dlpack.Foreign{}, err
+	}
+	if p != nil {
+		return dlpack.From(p, opts...)
 	}
 	return m.Import(opts...)
 }
@@ -53,9 +64,17 @@ func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
 // its views must not be used after fn returns. fn's error is returned as
 // it is.
 func Borrow(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
-	m, err := managedOf(obj, consumerArgs())
+	p, m, err := takeOf(obj)
 	if err != nil {
 		return err
+	}
+	if p != nil {
+		f, err := dlpack.From(p, opts...)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return fn(f)
 	}
 	if m.Versioned != nil {
 		return dlpack.Borrow(unsafe.Pointer(m.Versioned), fn, opts...)
@@ -69,7 +88,7 @@ func consumerArgs() C.pycapsule_args {
 
 // managedOf gets a capsule from obj (obj itself, or what its __dlpack__
 // returns for a) and takes its tensor.
-func managedOf(obj uintptr, a C.pycapsule_args) (dlpack.Managed, error) {
+func managedOf(obj uintptr, a C.pycapsule_args, tryTable bool) (dlpack.Managed, error) {
 	if obj == 0 {
 		return dlpack.Managed{}, fmt.Errorf("%w: NULL object", ErrNoDLPack)
 	}
@@ -81,6 +100,14 @@ func managedOf(obj uintptr, a C.pycapsule_args) (dlpack.Managed, error) {
 	case 2:
 		return dlpack.Managed{}, ErrNotCapsule
 	default:
+		// A request the exchange API can express (versioned, no stream,
+		// device or copy) goes through the type's table when it has one.
+		if tryTable && a.has_stream == 0 && a.has_device == 0 && a.copy < 0 && a.major >= 1 {
+			if m, ok, err := managedFromTable(ExchangeAPIOf(obj), obj); ok {
+				return m, err
+			}
+		}
+		protocolImports.Add(1)
 		var state C.int
 		capsule = uintptr(C.pycapsule_call_dlpack(C.uintptr_t(obj), &a, &state))
 		switch state {
@@ -189,7 +216,7 @@ func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 	case dlpack.CopyAlways:
 		a.copy = 1
 	}
-	return managedOf(obj, a)
+	return managedOf(obj, a, true)
 }
 
 // Close drops the reference to the Python object (GIL held). Later DLPack

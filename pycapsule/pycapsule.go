@@ -19,6 +19,11 @@
 //     __dlpack__ (or a capsule) into a dlpack.Foreign; Wrap makes a Python
 //     object a dlpack.Producer that passes every request on to it.
 //
+// The DLPack 1.3 C exchange API (exchange.go) skips __dlpack__: Publish
+// gives a Python type a table of C functions (__dlpack_c_exchange_api__)
+// that consumers such as tvm-ffi call instead, and Import and Borrow use
+// the table of any type that publishes one.
+//
 // The CPython functions are found at run time in the process (dlsym), so
 // building needs no Python headers and the library loads into any CPython
 // 3. Init reports whether they were found; every other function must be

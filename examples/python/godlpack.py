@@ -78,6 +78,7 @@ class GoTensor:
         if self._id > 0:
             _lib.godlpack_free(self._id)
             self._id = 0
+        self.__dict__.pop("_dlpack_c_export", None)  # what the exchange table keeps for this object
 
     def __del__(self):
         self.close()
@@ -130,3 +131,39 @@ def live():
 def go_heap():
     """The Go heap in use in bytes, after a GC."""
     return _lib.godlpack_go_heap()
+
+
+def _from_id(i):
+    """The GoTensor of registry id i: how GoTensor's exchange table
+    (managed_tensor_to_py_object_no_sync) makes instances."""
+    return GoTensor(0, 0, _id=i)
+
+
+# GoTensor is a DLPack 1.3 producer in the C exchange API: the library sets
+# GoTensor.__dlpack_c_exchange_api__, and consumers that read it (tvm-ffi)
+# exchange through C calls instead of __dlpack__.
+_lib.godlpack_publish.restype = ctypes.c_int
+_lib.godlpack_publish.argtypes = [_obj, _obj]
+_lib.godlpack_exchange_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
+_lib.godlpack_take_many.restype = ctypes.c_int
+_lib.godlpack_take_many.argtypes = [_obj, ctypes.c_int64]
+_lib.godlpack_publish(GoTensor, _from_id)
+
+EXCHANGE_STATS = ("from_py", "to_py", "dltensor", "allocator", "stream", "failures", "exports", "live_exports",
+                  "live_lent", "table_imports", "protocol_imports")
+
+
+def exchange_stats():
+    """Counters of the exchange API in the library: calls of each entry of
+    GoTensor's table and failures; exports made for objects (one per
+    object), those alive, and lent tensors alive; Python objects Go took in
+    through their type's table or through __dlpack__."""
+    a = (ctypes.c_int64 * len(EXCHANGE_STATS))()
+    _lib.godlpack_exchange_stats(a)
+    return dict(zip(EXCHANGE_STATS, a))
+
+
+def take_many(obj, n):
+    """Go takes obj's tensor n times in one call (through the type's
+    exchange table if it has one, else __dlpack__), releasing it each time."""
+    _lib.godlpack_take_many(obj, n)

@@ -57,8 +57,32 @@ CASES = {
     "test_deleters_on_python_threads": ("NumPy", "Go → NumPy", "deleters on threads Python created"),
 }
 
+# The DLPack 1.3 C exchange API (test_exchange.py): tvm-ffi reads
+# __dlpack_c_exchange_api__; "C (ctypes)" is a caller written here that
+# calls each entry of GoTensor's table as a C extension would.
+TVM = "tvm-ffi (apache-tvm-ffi)"
+CASES.update({
+    "test_go_tensor_type_publishes_a_1_3_table": ("C (ctypes)", "exchange table", "GoTensor.__dlpack_c_exchange_api__: capsule \"dlpack_exchange_api\" on the type, version 1.3, prev_api NULL, every entry set"),
+    "test_managed_tensor_from_py_object": ("C (ctypes)", "exchange table", "managed_tensor_from_py_object_no_sync: zero copy, shape/strides, READ_ONLY kept; one export per object, a new lent tensor per call, each deleter once, the export released with the object"),
+    "test_entries_refuse_objects_not_ours": ("C (ctypes)", "exchange table", "objects of other types (NumPy, None, int, tvm-ffi, an impostor carrying our capsule): TypeError; freed GoTensor: BufferError; subclasses accepted"),
+    "test_managed_tensor_to_py_object": ("C (ctypes)", "exchange table", "managed_tensor_to_py_object_no_sync: a new GoTensor owning the tensor, zero copy"),
+    "test_lent_tensors_released_on_many_threads": ("C (ctypes)", "exchange table", "800 lent tensors released on 8 threads without the GIL while the object dies: the export released exactly once"),
+    "test_to_py_releases_a_tensor_it_refuses": ("C (ctypes)", "exchange table", "to_py of a malformed tensor (major 2, ndim -1): BufferError, the stolen tensor released once"),
+    "test_dltensor_view_lives_as_long_as_the_object": ("C (ctypes)", "exchange table", "dltensor_from_py_object_no_sync: the object's export, same shape storage each call; a lent tensor keeps it after the object died, the last to let go releases it; read-only refused (BufferError)"),
+    "test_allocator_and_stream": ("C (ctypes)", "exchange table", "allocator: zeroed, 256-byte aligned, CPU only (SetError BufferError); current_work_stream NULL for every device"),
+    "test_tvm_ffi_takes_go_memory_through_the_table": (TVM, "Go → tvm-ffi", "from_dlpack through the table (no __dlpack__ call): zero copy, shape/strides/dtype, writes reach Go, deleter once"),
+    "test_tvm_ffi_falls_back_to_dlpack_without_the_table": (TVM, "Go → tvm-ffi", "type without the table: __dlpack__() (legacy), same values, zero copy"),
+    "test_tvm_ffi_every_dtype_through_the_table": (TVM, "Go → tvm-ffi", "dtype through the table, bit for bit, zero copy"),
+    "test_tvm_ffi_takes_read_only_go_memory_flagged": (TVM, "Go → tvm-ffi", "read-only Go memory: handed over shared with READ_ONLY; tvm-ffi 0.1.15 keeps no flags, so its tensor (and NumPy's array of it) is writable: a tvm-ffi limitation, where __dlpack__ gives a copy"),
+    "test_tvm_ffi_functions_take_and_return_go_tensors": (TVM, "both", "a tvm-ffi function called with a GoTensor: argument through from_py, result returned as a GoTensor through to_py, same memory"),
+    "test_tvm_ffi_allocates_through_our_allocator": (TVM, "Go → tvm-ffi", "during a call with a GoTensor argument TVMFFIEnvTensorAlloc uses our allocator; released once"),
+    "test_tvm_tensors_come_into_go_through_their_table": (TVM, "tvm-ffi → Go", "DLTensorTestWrapper's table used (no __dlpack__), zero copy, tvm-ffi's reference released once; tvm_ffi.Tensor (no table): __dlpack__"),
+    "test_no_python_objects_leak": (TVM, "both", "5,000 rounds of each exchange: no Python object, reference or memory left behind"),
+})
+
 # Cases that are not run, each with its reason.
 NOT_RUN = [
+    ("PyTorch", "both", "not run: PyTorch (whose tensors publish __dlpack_c_exchange_api__) is not in the test venv; tvm-ffi is the table peer, both ways"),
     ("pydlpack 0.2.1 (versioned)", "both", "refused: its versioned mode labels a DLManagedTensorVersioned capsule \"dltensor\"; "
      "a consumer must trust the name (NumPy 2.4.6 fails on it too), so it is not exchanged"),
     ("pyarrow", "Go → pyarrow", "refused: pyarrow has no DLPack importer"),
@@ -75,8 +99,9 @@ def pytest_sessionfinish(session):
     import jax
     import numpy
     import pyarrow
+    import tvm_ffi
 
     peers = (f"NumPy {numpy.__version__}, JAX {jax.__version__} (CPU, x64 enabled), pyarrow {pyarrow.__version__}, "
-             "pydlpack 0.2.1 (legacy mode), Rust dlpark 0.10.0 (Go tests); the oldest NumPy 2.x, 2.0.2, in "
+             f"pydlpack 0.2.1 (legacy mode), tvm-ffi {tvm_ffi.__version__} (C exchange API), Rust dlpark 0.10.0 (Go tests); the oldest NumPy 2.x, 2.0.2, in "
              "[interop-matrix-numpy20.md](interop-matrix-numpy20.md)")
     matrix.write("Interoperability matrix", peers, CASES, NOT_RUN)

@@ -1,0 +1,144 @@
+"""The DLPack 1.3 C exchange API against __dlpack__, side by side in one
+process, for the same objects: each exchange is timed through the type's
+__dlpack_c_exchange_api__ table and, with the attribute hidden, through
+__dlpack__. Prints Markdown rows (ns per exchange, median of interleaved
+batches) and fails if Python objects or Go exports were left behind.
+
+Run by bench/compare.sh (make compare) with GODLPACK_LIB naming the
+c-shared library and examples/python on PYTHONPATH; needs NumPy and tvm-ffi."""
+import gc
+import statistics
+import sys
+import time
+
+import numpy as np
+import tvm_ffi
+from tvm_ffi import core as tvm_core
+
+import godlpack
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+BATCHES = 7
+
+
+class Wrapper(tvm_core.DLTensorTestWrapper):
+    """tvm-ffi's table-publishing test type; a subclass so that the table
+    can be hidden (set to None) and shown again on this type alone."""
+
+
+def hide_go(on):
+    if on:
+        godlpack.GoTensor.__dlpack_c_exchange_api__ = api
+    else:
+        del godlpack.GoTensor.__dlpack_c_exchange_api__
+
+
+def hide_tvm(on):
+    if on:
+        if "__dlpack_c_exchange_api__" in vars(Wrapper):
+            del Wrapper.__dlpack_c_exchange_api__
+    else:
+        Wrapper.__dlpack_c_exchange_api__ = None  # not a capsule: consumers fall back
+
+
+api = godlpack.GoTensor.__dlpack_c_exchange_api__
+go = [godlpack.GoTensor(2, 3) for _ in range(8)]
+tvm = [Wrapper(tvm_ffi.from_dlpack(np.arange(6.0).reshape(2, 3))) for _ in range(8)]
+
+
+def go_to_tvm(objs, n):
+    rounds = max(1, n // len(objs))
+    for _ in range(rounds):
+        for o in objs:
+            tvm_ffi.from_dlpack(o)
+    return rounds * len(objs)
+
+
+def into_go(objs, n):
+    per = max(1, n // len(objs))
+    for o in objs:
+        godlpack.take_many(o, per)
+    return per * len(objs)
+
+
+CASES = [
+    ("Go → tvm-ffi: `tvm_ffi.from_dlpack(GoTensor)` in a Python loop, tensor dropped", go, go_to_tvm, hide_go,
+     "from_py", None),
+    ("tvm-ffi → Go: Go takes a tvm-ffi tensor (DLTensorTestWrapper) and releases it, in a Go loop", tvm, into_go,
+     hide_tvm, "table_imports", "protocol_imports"),
+    ("Python → Go: Go takes a GoTensor and releases it, in a Go loop", go, into_go, hide_go,
+     "table_imports", "protocol_imports"),
+]
+
+
+def per_op(objs, fn):
+    t0 = time.perf_counter_ns()
+    n = fn(objs, N)
+    return (time.perf_counter_ns() - t0) / n, n
+
+
+def measure(objs, fn, toggle, table_stat, proto_stat):
+    fn(objs, len(objs))  # warm up both paths
+    toggle(False)
+    fn(objs, len(objs))
+    toggle(True)
+    table, proto = [], []
+    for _ in range(BATCHES):
+        s0 = godlpack.exchange_stats()
+        ns, n = per_op(objs, fn)
+        table.append(ns)
+        s1 = godlpack.exchange_stats()
+        toggle(False)
+        try:
+            ns, n = per_op(objs, fn)
+            proto.append(ns)
+        finally:
+            toggle(True)
+        s2 = godlpack.exchange_stats()
+        # Each path must have been the one taken, every time.
+        assert s1[table_stat] - s0[table_stat] == n, "table path not taken"
+        assert s2[table_stat] == s1[table_stat], "table used while hidden"
+        if proto_stat:
+            assert s2[proto_stat] - s1[proto_stat] == n, "__dlpack__ path not taken"
+    return statistics.median(table), statistics.median(proto)
+
+
+def main():
+    global N
+    rows = {}
+    n, N = N, 100
+    for name, objs, fn, toggle, ts, ps in CASES:  # a first pass: whatever Python makes once, it makes here
+        rows[name] = measure(objs, fn, toggle, ts, ps)
+    N = n
+    refs = [sys.getrefcount(o) for o in go + tvm]
+    live = godlpack.live()
+    gc.collect()
+    objects = len(gc.get_objects())
+    for name, objs, fn, toggle, ts, ps in CASES:
+        rows[name] = measure(objs, fn, toggle, ts, ps)
+    gc.collect()
+    leaked = len(gc.get_objects()) - objects
+    assert [sys.getrefcount(o) for o in go + tvm] == refs, "reference counts of the exchanged objects changed"
+    stats = godlpack.exchange_stats()
+    assert godlpack.live() == live and stats["live_lent"] == 0, "Go tensors left behind"
+    assert godlpack.outstanding() == stats["live_exports"] == len(go), "one export per GoTensor, held by it"
+    assert leaked <= 0, f"{leaked} Python objects left behind"
+    print("| exchange (same objects, one process) | through the table, ns | through `__dlpack__`, ns | speed-up |")
+    print("|---|---|---|---|")
+    for name, (t, p) in rows.items():
+        print(f"| {name} | {t:.0f} | {p:.0f} | {p / t:.1f}× |")
+    floor = []
+    for _ in range(BATCHES):
+        floor.append(per_op(tvm, go_to_tvm)[0])
+    go.clear()
+    gc.collect()
+    assert godlpack.outstanding() == 0, "exports outlived their objects"
+    print(f"| floor of the first row: `tvm_ffi.from_dlpack` of tvm-ffi's own table type (DLTensorTestWrapper) | "
+          f"{statistics.median(floor):.0f} | | |")
+    print(f"\n{N} exchanges per batch, median of {BATCHES} interleaved batches per path; "
+          f"Python objects left behind: {max(leaked, 0)}; Go exports outstanding: {godlpack.outstanding()}; "
+          f"tvm-ffi {tvm_ffi.__version__}, NumPy {np.__version__}, CPython {sys.version.split()[0]}.")
+
+
+if __name__ == "__main__":
+    main()
