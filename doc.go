@@ -60,9 +60,14 @@
 //
 // # Related packages
 //
-// Package minifloat has the float16, bfloat16 and float8 element types;
-// package dlgonum converts to and from gonum matrices. The DLPack 1.3
-// exchange API is [PublishedExchangeAPI] and [OpenExchangeAPI].
+// Package minifloat has the float16, bfloat16 and float8 element types.
+// The bridges are producers and consumers of the protocol: dlgonum (gonum
+// matrices), dlimage (the standard library's images), dlarrow (Apache
+// Arrow Go arrays and memory-mapped IPC files), tensorfile (.npy, .npz and
+// safetensors files, memory-mapped), dlonnx (ONNX Runtime tensors) and
+// pycapsule (Go code loaded into Python: __dlpack__ and the C exchange
+// API). The DLPack 1.3 exchange API is [PublishedExchangeAPI] and
+// [OpenExchangeAPI].
 //
 // # Without cgo
 //
