@@ -289,42 +289,44 @@ type Element interface {
 
 // DataTypeOf returns the DLPack data type of the Go element type T.
 func DataTypeOf[T Element]() DataType {
-	var z T
-	switch any(z).(type) {
-	case int8:
-		return Int8
-	case int16:
-		return Int16
-	case int32:
-		return Int32
-	case int64:
-		return Int64
-	case uint8:
-		return Uint8
-	case uint16:
-		return Uint16
-	case uint32:
-		return Uint32
-	case uint64:
-		return Uint64
-	case float32:
+	// A nil *T converts to an interface without a call (a T value would
+	// go through the runtime's conversion); the most exchanged types come
+	// first, since the switch compares in order.
+	switch any((*T)(nil)).(type) {
+	case *float32:
 		return Float32
-	case float64:
+	case *float64:
 		return Float64
-	case complex64:
-		return Complex64
-	case complex128:
-		return Complex128
-	case bool:
-		return Bool
-	case minifloat.Float16:
+	case *uint8:
+		return Uint8
+	case *int64:
+		return Int64
+	case *int32:
+		return Int32
+	case *minifloat.Float16:
 		return Float16
-	case minifloat.BFloat16:
+	case *minifloat.BFloat16:
 		return BFloat16
-	case minifloat.E4M3FN:
+	case *int8:
+		return Int8
+	case *int16:
+		return Int16
+	case *uint16:
+		return Uint16
+	case *uint32:
+		return Uint32
+	case *uint64:
+		return Uint64
+	case *complex64:
+		return Complex64
+	case *complex128:
+		return Complex128
+	case *bool:
+		return Bool
+	case *minifloat.E4M3FN:
 		return Float8E4M3FN
-	case minifloat.E5M2:
+	case *minifloat.E5M2:
 		return Float8E5M2
 	}
-	panic(fmt.Sprintf("dlpack: DataTypeOf: unreachable type %T", z))
+	panic(fmt.Sprintf("dlpack: DataTypeOf: unreachable type %T", (*T)(nil)))
 }

@@ -72,9 +72,10 @@ type foreignState struct {
 	hasCleanup bool
 	// Go-to-Go imports (From a Source): no managed struct, no deleter;
 	// owner is the Source's Owner, released at the end.
-	native bool
-	owner  any
-	desc   Description // scratch for the Source's DescribeTensor
+	native   bool
+	releases bool // owner implements Releaser
+	owner    any
+	desc     Description // scratch for the Source's DescribeTensor
 }
 
 type importKind uint8
@@ -363,7 +364,7 @@ func (s *foreignState) recycle() {
 // ours that came back), so that an idle state keeps nothing alive.
 func (s *foreignState) dropRefs() {
 	s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
-	s.owned, s.native, s.hasCleanup, s.cleanup = false, false, false, runtime.Cleanup{}
+	s.owned, s.native, s.releases, s.hasCleanup, s.cleanup = false, false, false, false, runtime.Cleanup{}
 }
 
 // claim claims the release of an owned import of generation gen, and
@@ -405,7 +406,9 @@ func (s *foreignState) releaseClaimed() {
 	case s.native:
 		o := s.owner
 		s.owner = nil
-		releaseOwner(o)
+		if s.releases {
+			releaseOwner(o)
+		}
 	case s.goBlock != nil:
 		releaseGoBlock(s.goBlock, s.goRec) // our own export: no trip through C and back
 	default:

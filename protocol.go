@@ -224,33 +224,40 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if dev == (Device{}) {
 		dev = CPUDevice
 	}
-	c.dtype, c.device, c.flags, c.version, c.legacy = d.DType, dev, 0, CurrentVersion, false
-	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !d.ReadOnly
-	c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+	var flags Flags
 	if d.ReadOnly {
-		c.flags = FlagReadOnly
+		flags = FlagReadOnly
 	}
+	// Field by field: c lives in the heap, and a whole-struct store of a
+	// type with pointers costs a typed copy.
+	c.dtype, c.device, c.flags, c.version, c.legacy = d.DType, dev, flags, CurrentVersion, false
+	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !d.ReadOnly
+	c.ndim, c.extent = 0, extent{}
 	n := len(d.Shape)
 	if n > MaxNDim {
+		c.shape, c.strides = nil, nil
 		return fieldErr(ErrNDim, "description.shape", n, "ndim must be 0.."+strconv.Itoa(MaxNDim))
-	}
-	if err := d.DType.Validate(); err != nil {
-		return prefixed(err, "description.")
-	}
-	if err := dev.Validate(); err != nil {
-		return prefixed(err, "description.")
-	}
-	if d.Strides != nil && len(d.Strides) != n {
-		return fieldErr(ErrStrides, "description.strides", clone(d.Strides), "want "+strconv.Itoa(n)+" strides for the shape")
 	}
 	if cap(dims) < 2*n {
 		dims = make([]int64, 2*n)
 	}
+	c.shape, c.strides = dims[:n:n], dims[n:2*n:2*n]
+	if err := d.DType.Validate(); err != nil {
+		return prefixed(err, "description.")
+	}
+	if dev.Type != CPU || dev.ID != 0 {
+		if err := dev.Validate(); err != nil {
+			return prefixed(err, "description.")
+		}
+	}
+	if d.Strides != nil && len(d.Strides) != n {
+		return fieldErr(ErrStrides, "description.strides", clone(d.Strides), "want "+strconv.Itoa(n)+" strides for the shape")
+	}
 	var err error
-	if c.extent, err = checkDims(d.Shape, d.Strides, dims[:n:n], dims[n:2*n:2*n], "description."); err != nil {
+	if c.extent, err = checkDims(d.Shape, d.Strides, c.shape, c.strides, "description."); err != nil {
 		return err
 	}
-	c.ndim, c.shape, c.strides = n, dims[:n:n], dims[n:2*n:2*n]
+	c.ndim = n
 	base := uintptr(d.Data)
 	if d.Data == nil {
 		base = d.Addr
@@ -265,7 +272,13 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if d.Data == nil && dev.Type == CPU {
 		return fieldErr(ErrNullData, "description.data", "nil", "CPU memory is described by Data, not Addr")
 	}
-	lo, hi, ok := c.byteSpan(d.DType, false)
+	var lo, hi int64
+	ok := true
+	if c.contiguous && !d.DType.IsSubbyte() {
+		hi, ok = mulCheck(c.numel, int64(d.DType.ItemSize()))
+	} else {
+		lo, hi, ok = c.byteSpan(d.DType, false)
+	}
 	if !ok || d.ByteOffset > uint64(maxInt64) {
 		return fieldErr(ErrOverflow, "description.strides", clone(c.strides), "byte extent overflows int64")
 	}
@@ -291,7 +304,7 @@ func hostReadable(d *Description, c *checked) bool {
 // negotiate decides, for a checked description and a request, whether the
 // consumer gets the memory itself or a copy, and checks the rest of the
 // request. hostData says whether the CPU can read the memory.
-func negotiate(c *checked, req Request, hostData bool) (copyData bool, err error) {
+func negotiate(c *checked, req *Request, hostData bool) (copyData bool, err error) {
 	if req.Device != (Device{}) && req.Device != c.device {
 		return false, fieldErr(ErrDevice, "request.device", req.Device, "the tensor is on "+c.device.String()+"; this package does not move data between devices")
 	}
@@ -368,7 +381,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 	err := checkDescription(c, d, ps.dims[:])
 	var copyData bool
 	if err == nil {
-		copyData, err = negotiate(c, req, hostReadable(d, c))
+		copyData, err = negotiate(c, &req, hostReadable(d, c))
 	}
 	if err == nil && req.HasStream && c.device.Type != CPU && !copyData {
 		if ss, ok := s.(StreamSyncer); ok {
@@ -542,20 +555,29 @@ func numelOf(shape []int64) int64 {
 // DLPack and their tensor imported as Import does. The options apply as
 // for Import. On error nothing is held.
 func From(p Producer, opts ...ImportOption) (Foreign, error) {
-	req := DefaultRequest()
-	if hasOption(opts, importWritable) {
+	req := Request{MaxVersion: CurrentVersion}
+	if len(opts) > 0 && hasOption(opts, importWritable) {
 		req.Writable = true
 	}
-	return FromRequest(p, req, opts...)
+	if src, ok := p.(Source); ok {
+		return fromSource(src, &req, opts)
+	}
+	return fromProducer(p, &req, opts)
 }
 
 // FromRequest is From with the request stated: a copy forced or forbidden,
 // a stream, a legacy tensor.
 func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error) {
 	if src, ok := p.(Source); ok {
-		return fromSource(src, req, opts)
+		return fromSource(src, &req, opts)
 	}
-	m, err := p.DLPack(req)
+	return fromProducer(p, &req, opts)
+}
+
+// fromProducer asks a Producer that is not a Source for its tensor and
+// imports it.
+func fromProducer(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
+	m, err := p.DLPack(*req)
 	if err != nil {
 		return Foreign{}, err
 	}
@@ -571,7 +593,7 @@ func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error)
 var nativeOwner = new(owner)
 
 // fromSource is the Go-to-Go path of From.
-func fromSource(src Source, req Request, opts []ImportOption) (Foreign, error) {
+func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) {
 	s := statePool.Get().(*foreignState)
 	d := &s.desc
 	if err := src.DescribeTensor(d); err != nil {
@@ -623,6 +645,7 @@ func fromSource(src Source, req Request, opts []ImportOption) (Foreign, error) {
 	gen := s.gen()
 	own := nativeOwner
 	if _, ok := o.(Releaser); ok {
+		s.releases = true
 		own = new(owner)
 		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
 		s.hasCleanup = true
