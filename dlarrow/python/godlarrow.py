@@ -21,7 +21,7 @@ _lib.dlarrow_file_column.restype = ctypes.c_int64
 _lib.dlarrow_file_column.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
 _lib.dlarrow_free.argtypes = [ctypes.c_int64]
 _lib.dlarrow_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
-_lib.dlarrow_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+_lib.dlarrow_dlpack.argtypes = [ctypes.c_int64] + [ctypes.py_object] * 4
 _lib.dlarrow_unit.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
 _lib.dlarrow_to_arrow.restype = ctypes.c_int
 _lib.dlarrow_to_arrow.argtypes = [ctypes.py_object, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
@@ -72,13 +72,7 @@ class GoArrow:
         return (KDLCPU, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        if stream is not None and stream != -1:
-            raise BufferError("dlarrow: CPU tensors take stream=None")
-        if dl_device is not None and tuple(dl_device) != (KDLCPU, 0):
-            raise BufferError(f"dlarrow: unsupported device requested: {dl_device}")
-        major, minor = (-1, 0) if max_version is None else (int(max_version[0]), int(max_version[1]))
-        copy_mode = -1 if copy is None else int(bool(copy))
-        return _lib.dlarrow_dlpack(self._id, major, minor, copy_mode)
+        return _lib.dlarrow_dlpack(self._id, stream, max_version, dl_device, copy)
 
 
 class MappedFile:

@@ -19,7 +19,7 @@ _lib.goimage_pixel_addr.restype = ctypes.c_size_t
 _lib.goimage_pixel_addr.argtypes = [ctypes.c_int64]
 _lib.goimage_free.argtypes = [ctypes.c_int64]
 _lib.goimage_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
-_lib.goimage_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.c_int] * 6 + [ctypes.c_int64]
+_lib.goimage_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
 _lib.goimage_encode.restype = ctypes.c_int
 _lib.goimage_encode.argtypes = [ctypes.py_object, ctypes.c_int, ctypes.c_char_p]
 _lib.goimage_outstanding.restype = ctypes.c_int64
@@ -41,11 +41,7 @@ class Export:
         return (KDLCPU, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        major, minor = (-1, 0) if max_version is None else (int(max_version[0]), int(max_version[1]))
-        dev_type, dev_id = (-1, 0) if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
-        copy_mode = -1 if copy is None else int(bool(copy))
-        has_stream, s = (0, 0) if stream is None else (1, int(stream))
-        return _lib.goimage_dlpack(self._image._id, self._what, major, minor, copy_mode, dev_type, dev_id, has_stream, s)
+        return _lib.goimage_dlpack(self._image._id, self._what, stream, max_version, dl_device, copy)
 
 
 class Image:

@@ -17,7 +17,7 @@ lib.tf_open.restype = ctypes.c_int64
 lib.tf_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
 lib.tf_range.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int64)]
 lib.tf_dlpack.restype = ctypes.py_object
-lib.tf_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+lib.tf_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
 lib.tf_close.argtypes = [ctypes.c_int64]
 lib.tf_live.restype = ctypes.c_int64
 assert lib.tf_init() == 0
@@ -49,8 +49,7 @@ class GoTensor:
         return (1, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        major = -1 if max_version is None else int(max_version[0])
-        return lib.tf_dlpack(self.f.id, self.i, major, -1 if copy is None else int(bool(copy)))
+        return lib.tf_dlpack(self.f.id, self.i, stream, max_version, dl_device, copy)
 
 
 def inside(a, rng):

@@ -14,7 +14,6 @@ package main
 import "C"
 
 import (
-	"errors"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -145,49 +144,28 @@ func dlarrow_free(id C.int64_t) {
 	}
 }
 
-// request is the Go form of __dlpack__'s arguments: maxMajor < 0 is
-// max_version=None; copyMode -1 None, 0 False, 1 True.
-func request(maxMajor, maxMinor, copyMode C.int) dlpack.Request {
-	var req dlpack.Request
-	if maxMajor >= 0 {
-		req.MaxVersion = dlpack.Version{Major: uint32(maxMajor), Minor: uint32(maxMinor)}
-	}
-	switch copyMode {
-	case 0:
-		req.Copy = dlpack.CopyNever
-	case 1:
-		req.Copy = dlpack.CopyAlways
-	}
-	return req
-}
-
-// dlarrow_dlpack answers __dlpack__ for an id: a new capsule reference, or
-// 0 with a BufferError set.
+// dlarrow_dlpack answers __dlpack__ for an id: the four arguments are the
+// Python objects __dlpack__ received (borrowed), read by pycapsule.DLPack
+// as the array API rules. It returns a new capsule reference, or 0 with
+// the exception set.
 //
 //export dlarrow_dlpack
-func dlarrow_dlpack(id C.int64_t, maxMajor, maxMinor, copyMode C.int) C.uintptr_t {
+func dlarrow_dlpack(id C.int64_t, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
 	o := lookup(id)
-	fail := func(err error) C.uintptr_t { pycapsule.SetError(true, err.Error()); return 0 }
 	if o == nil || o.file != nil {
-		return fail(errors.New("dlarrow: no such array"))
+		pycapsule.SetError(true, "dlarrow: no such array")
+		return 0
 	}
 	t := o.tensor
 	if t == nil {
 		var err error
 		if t, err = dlarrow.FromField(o.field, o.arr); err != nil {
-			return fail(err)
+			pycapsule.Raise(err)
+			return 0
 		}
 		defer t.Release()
 	}
-	m, err := t.DLPack(request(maxMajor, maxMinor, copyMode))
-	if err != nil {
-		return fail(err)
-	}
-	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
-	if capsule == 0 { // Python set the error; the tensor is still ours
-		m.Release()
-	}
-	return C.uintptr_t(capsule)
+	return C.uintptr_t(pycapsule.DLPack(t, uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
 
 // dlarrow_unit writes the temporal unit of an id's tensor ("" for numbers

@@ -162,14 +162,13 @@ func producer(img image.Image, what int) (dlpack.Producer, error) {
 	return nil, fmt.Errorf("goimage: unknown export %d", what)
 }
 
-// goimage_dlpack implements __dlpack__ for one export of an image:
-// maxMajor < 0 means max_version=None (a legacy capsule), copy is -1
-// (None), 0 or 1, devType < 0 means dl_device=None, hasStream 0 means
-// stream=None. It returns a new capsule reference, or 0 with a BufferError
-// set.
+// goimage_dlpack implements __dlpack__ for one export of an image: the
+// four arguments are the Python objects __dlpack__ received (borrowed),
+// read by pycapsule.DLPack as the array API rules. It returns a new
+// capsule reference, or 0 with the exception set.
 //
 //export goimage_dlpack
-func goimage_dlpack(id C.int64_t, what C.int, maxMajor, maxMinor, copyMode, devType, devID, hasStream C.int, stream C.int64_t) C.uintptr_t {
+func goimage_dlpack(id C.int64_t, what C.int, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
 	img := lookup(id)
 	if img == nil {
 		pycapsule.SetError(true, "goimage: image was freed")
@@ -180,29 +179,7 @@ func goimage_dlpack(id C.int64_t, what C.int, maxMajor, maxMinor, copyMode, devT
 		pycapsule.SetError(true, err.Error())
 		return 0
 	}
-	req := dlpack.Request{Copy: dlpack.CopyIfNeeded, Stream: int64(stream), HasStream: hasStream != 0}
-	if maxMajor >= 0 {
-		req.MaxVersion = dlpack.Version{Major: uint32(maxMajor), Minor: uint32(maxMinor)}
-	}
-	switch copyMode {
-	case 0:
-		req.Copy = dlpack.CopyNever
-	case 1:
-		req.Copy = dlpack.CopyAlways
-	}
-	if devType >= 0 {
-		req.Device = dlpack.Device{Type: dlpack.DeviceType(devType), ID: int32(devID)}
-	}
-	m, err := p.DLPack(req)
-	if err != nil {
-		pycapsule.SetError(true, err.Error())
-		return 0
-	}
-	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
-	if capsule == 0 { // Python set the error; the tensor is still ours
-		m.Release()
-	}
-	return C.uintptr_t(capsule)
+	return C.uintptr_t(pycapsule.DLPack(p, uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
 
 // How goimage_encode reads the tensor.

@@ -14,7 +14,6 @@ import "C"
 import (
 	"sync"
 
-	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/pycapsule"
 	"github.com/godlpack/dlpack/tensorfile"
 )
@@ -79,37 +78,19 @@ func tf_range(id C.int64_t, addr *C.uintptr_t, size *C.int64_t) {
 	}
 }
 
-// tf_dlpack is __dlpack__ for tensor index of file id: maxMajor < 0 is
-// max_version=None; copyMode is -1 (None), 0 (False) or 1 (True). It
-// returns a new capsule reference, or 0 with a BufferError set.
+// tf_dlpack is __dlpack__ for tensor index of file id: the four
+// arguments are the Python objects __dlpack__ received (borrowed), read by
+// pycapsule.DLPack as the array API rules. It returns a new capsule
+// reference, or 0 with the exception set.
 //
 //export tf_dlpack
-func tf_dlpack(id C.int64_t, index, maxMajor, copyMode C.int) C.uintptr_t {
+func tf_dlpack(id C.int64_t, index C.int, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
 	f := lookup(id)
 	if f == nil || int(index) >= len(f.Tensors()) {
 		pycapsule.SetError(true, "libtensorfile: no such file or tensor")
 		return 0
 	}
-	req := dlpack.Request{Copy: dlpack.CopyIfNeeded}
-	if maxMajor >= 1 {
-		req.MaxVersion = dlpack.Version{Major: uint32(maxMajor), Minor: 3}
-	}
-	switch copyMode {
-	case 0:
-		req.Copy = dlpack.CopyNever
-	case 1:
-		req.Copy = dlpack.CopyAlways
-	}
-	m, err := dlpack.Produce(f.Tensors()[index], req)
-	if err != nil {
-		pycapsule.SetError(true, err.Error())
-		return 0
-	}
-	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
-	if capsule == 0 { // Python set the error; the tensor is still ours
-		m.Release()
-	}
-	return C.uintptr_t(capsule)
+	return C.uintptr_t(pycapsule.DLPack(f.Tensors()[index], uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
 
 // tf_close closes file id (its exports stay valid).
