@@ -458,6 +458,28 @@ func storeWords[T ManagedTensor | ManagedTensorVersioned](dst unsafe.Pointer, v 
 	copy(unsafe.Slice((*uint64)(dst), n), unsafe.Slice((*uint64)(unsafe.Pointer(v)), n))
 }
 
+// recordAndBlock takes an export record and the C block for an export of
+// ndim dimensions: the record's own, or a one-off block (oneOff) for more
+// than keptNDim. A nil block means out of memory; the record is then
+// already back on its free list.
+func recordAndBlock(legacy bool, ndim int) (rec *exportRecord, block unsafe.Pointer, oneOff bool) {
+	rec = getRecord()
+	oneOff = ndim > keptNDim
+	if oneOff {
+		block = newBlock(legacy, ndim)
+	} else {
+		if rec.block == nil {
+			rec.block = cKeptAlloc(keptBlockSize)
+		}
+		block = rec.block
+	}
+	if block == nil {
+		putRecord(rec)
+		return nil, nil, false
+	}
+	return rec, block, oneOff
+}
+
 // exportGo lends n elements of Go memory at base (elemSize bytes each) to C.
 func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt DataType, shape []int64, opts []ExportOption, legacy bool) (unsafe.Pointer, error) {
 	if !cgoEnabled {
@@ -468,20 +490,9 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	}
 	// The record and its block come first: the plan is written straight
 	// into the block.
-	rec := getRecord()
 	nd := len(shape)
-	oneOff := nd > keptNDim
-	var block unsafe.Pointer
-	if oneOff {
-		block = newBlock(legacy, nd)
-	} else {
-		if rec.block == nil {
-			rec.block = cKeptAlloc(keptBlockSize)
-		}
-		block = rec.block
-	}
+	rec, block, oneOff := recordAndBlock(legacy, nd)
 	if block == nil {
-		putRecord(rec)
 		return nil, ErrNoMemory
 	}
 	p, err := planExport(int(n), shape, opts, legacy, blockDims(block, legacy, nd))

@@ -427,20 +427,9 @@ func managedOf(p unsafe.Pointer, legacy bool) Managed {
 // record: Go memory at base is pinned, owner is kept and released by the
 // deleter. c is the checked description.
 func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, legacy bool) (unsafe.Pointer, error) {
-	rec := getRecord()
 	nd := c.ndim
-	oneOff := nd > keptNDim
-	var block unsafe.Pointer
-	if oneOff {
-		block = newBlock(legacy, nd)
-	} else {
-		if rec.block == nil {
-			rec.block = cKeptAlloc(keptBlockSize)
-		}
-		block = rec.block
-	}
+	rec, block, oneOff := recordAndBlock(legacy, nd)
 	if block == nil {
-		putRecord(rec)
 		return nil, ErrNoMemory
 	}
 	dims := blockDims(block, legacy, nd)
