@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -103,24 +102,11 @@ func FuzzSafetensorsHeader(f *testing.F) {
 // refParseSafetensors is parseSafetensors on encoding/json, the reference
 // the fuzz target holds the scanner to.
 func refParseSafetensors(b []byte, size int64) (*stHeader, error) {
-	if len(b) < 8 || size < 8 {
-		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
+	hdr, err := safetensorsJSON(b, size)
+	if err != nil {
+		return nil, err
 	}
-	n := binary.LittleEndian.Uint64(b)
-	if n > MaxSafetensorsHeader {
-		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
-	}
-	if n > uint64(size-8) || n > uint64(len(b)-8) {
-		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", size))
-	}
-	hdr := b[8 : 8+n]
-	if len(hdr) == 0 || hdr[0] != '{' {
-		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr), " "), 40)), "must be a JSON object starting with '{'")
-	}
-	if !utf8.Valid(hdr) {
-		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
-	}
-	h := &stHeader{dataBase: 8 + int64(n)}
+	h := &stHeader{dataBase: 8 + int64(len(hdr))}
 	dec := json.NewDecoder(bytes.NewReader(hdr))
 	jsonErr := func(err error) error {
 		return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %v", dec.InputOffset(), err))

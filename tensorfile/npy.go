@@ -445,6 +445,11 @@ func WriteNPY(w io.Writer, t dlpack.Producer) error {
 	if err != nil {
 		return err
 	}
+	return writeNPYTo(w, descr, f)
+}
+
+// writeNPYTo streams f to w as a .npy file (C order) of type descr.
+func writeNPYTo(w io.Writer, descr string, f dlpack.Foreign) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	if _, err := bw.Write(npyPreamble(descr, false, f.Shape())); err != nil {
 		return err

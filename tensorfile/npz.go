@@ -2,7 +2,6 @@ package tensorfile
 
 import (
 	"archive/zip"
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -195,12 +194,5 @@ func writeMember(zw *zip.Writer, cw *countWriter, nt Named, compress bool) error
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(mw, 1<<16)
-	if _, err := bw.Write(npyPreamble(descr, false, f.Shape())); err != nil {
-		return err
-	}
-	if err := writeElements(bw, f); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return writeNPYTo(mw, descr, f)
 }

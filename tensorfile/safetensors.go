@@ -35,13 +35,10 @@ type stHeader struct {
 	dataBase int64 // 8 + header length
 }
 
-// parseSafetensors parses and validates the header of a safetensors file
-// of size bytes whose first bytes are b (at least 8 + N of them; the data
-// section's size is checked against the offsets): a little-endian u64 length N, N bytes of JSON
-// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
-// {str: str}}, then the data. Like the reference implementation it
-// requires the tensors to tile the data section exactly, in any order.
-func parseSafetensors(b []byte, size int64) (*stHeader, error) {
+// safetensorsJSON checks the 8-byte length of a safetensors header and
+// returns the JSON object it frames: in the file, under the size limit,
+// starting with '{', valid UTF-8.
+func safetensorsJSON(b []byte, size int64) ([]byte, error) {
 	if len(b) < 8 || size < 8 {
 		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
 	}
@@ -59,10 +56,24 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 	if !utf8.Valid(hdr) {
 		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
 	}
-	h := &stHeader{dataBase: 8 + int64(n)}
+	return hdr, nil
+}
+
+// parseSafetensors parses and validates the header of a safetensors file
+// of size bytes whose first bytes are b (at least 8 + N of them; the data
+// section's size is checked against the offsets): a little-endian u64 length N, N bytes of JSON
+// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+// {str: str}}, then the data. Like the reference implementation it
+// requires the tensors to tile the data section exactly, in any order.
+func parseSafetensors(b []byte, size int64) (*stHeader, error) {
+	hdr, err := safetensorsJSON(b, size)
+	if err != nil {
+		return nil, err
+	}
+	h := &stHeader{dataBase: 8 + int64(len(hdr))}
 	sc := &stScanner{b: hdr}
 	seen := make(map[string]bool, bytes.Count(hdr, []byte(`"data_offsets"`))+1)
-	err := sc.object(func(key []byte) error {
+	err = sc.object(func(key []byte) error {
 		name := string(key)
 		if seen[name] {
 			return fieldErr(ErrFormat, "header", name, "the name appears twice")
