@@ -189,14 +189,12 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if t.refs.keep != nil {
 		t.refs.keep.Retain()
 	}
+	// An empty array may have no values buffer at all: Data stays nil, and
+	// Produce gives its tensor the package's aligned empty address.
 	if len(t.buf) > 0 {
 		d.Data = unsafe.Pointer(unsafe.SliceData(t.buf))
 		d.Size = uintptr(len(t.buf))
 		d.ByteOffset = t.offset
-	} else {
-		// An empty array may have no values buffer at all; its tensor still
-		// gets a valid, aligned CPU address, as every consumer expects.
-		d.Data = emptyData
 	}
 	d.DType = t.st.dt
 	d.Shape = t.shape
@@ -206,13 +204,6 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Owner = &t.refs
 	return nil
 }
-
-// emptyData is the 64-byte aligned address of every empty tensor: a
-// package variable, which pinning ignores.
-var (
-	emptyBlock [128]byte
-	emptyData  = unsafe.Pointer(&emptyBlock[(64-uintptr(unsafe.Pointer(&emptyBlock))%64)%64])
-)
 
 // exportRef is a set of references: the array (or Arrow tensor) and,
 // for a file's column, the mapping. One value serves the Tensor and every
