@@ -67,9 +67,8 @@ type foreignState struct {
 	// handle (until Close or the cleanup) plus every consumer of a
 	// re-export; the last to go releases the tensor. Scoped imports keep
 	// owned false.
-	holds      atomic.Int32
-	owned      bool
-	hasCleanup bool
+	holds atomic.Int32
+	owned bool
 	// Go-to-Go imports (From a Source): no managed struct, no deleter;
 	// owner is the Source's Owner, released at the end.
 	native   bool
@@ -174,7 +173,7 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 	gen := s.gen()
 	o := new(owner)
 	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
-	s.owned, s.hasCleanup = true, true
+	s.owned = true
 	return Foreign{s: s, own: o, gen: gen}, nil
 }
 
@@ -364,7 +363,7 @@ func (s *foreignState) recycle() {
 // ours that came back), so that an idle state keeps nothing alive.
 func (s *foreignState) dropRefs() {
 	s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
-	s.owned, s.native, s.releases, s.hasCleanup, s.cleanup = false, false, false, false, runtime.Cleanup{}
+	s.owned, s.native, s.releases, s.cleanup = false, false, false, runtime.Cleanup{}
 }
 
 // claim claims the release of an owned import of generation gen, and
@@ -381,9 +380,7 @@ func (s *foreignState) claim(gen uint32) bool {
 // of a re-export.
 func (s *foreignState) closeOwned(gen uint32) {
 	if s.claim(gen) {
-		if s.hasCleanup {
-			s.cleanup.Stop()
-		}
+		s.cleanup.Stop() // a no-op for the zero Cleanup of a Go-to-Go import without one
 		s.drop()
 	}
 }

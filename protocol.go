@@ -637,7 +637,6 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		s.releases = true
 		own = new(owner)
 		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
-		s.hasCleanup = true
 	}
 	return Foreign{s: s, own: own, gen: gen}, nil
 }
