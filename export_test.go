@@ -473,7 +473,9 @@ func TestExportBurstBeyondFreeList(t *testing.T) {
 	after := dlpack.ReadStats()
 	requireNoOutstanding(t)
 	assert.Equal(t, before.CBlocks, after.CBlocks)
-	assert.LessOrEqual(t, after.KeptBlocks, int64(16*4096+16), "surplus blocks were freed")
+	// Per shard: the free list (4,096), the hot slot and the 8-slot reuse
+	// ring; 16 shards. The bound ReleaseIdle documents: 65,680.
+	assert.LessOrEqual(t, after.KeptBlocks, int64(16*(4096+1+8)), "surplus blocks were freed")
 	assert.Greater(t, after.KeptBlocks, int64(0))
 }
 
