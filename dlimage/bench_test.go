@@ -15,7 +15,7 @@ func BenchmarkPixelsFrom(b *testing.B) {
 	img := image.NewNRGBA(image.Rect(0, 0, 1920, 1080))
 	b.ReportAllocs()
 	for b.Loop() {
-		t, err := dlimage.Pixels(img)
+		t, err := dlimage.FromImage(img)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func BenchmarkPixelsFrom(b *testing.B) {
 // The same frame lent to a C consumer and released by it.
 func BenchmarkProduceRelease(b *testing.B) {
 	img := image.NewNRGBA(image.Rect(0, 0, 1920, 1080))
-	t, err := dlimage.Pixels(img)
+	t, err := dlimage.FromImage(img)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func BenchmarkCopyNRGBA64(b *testing.B) {
 	b.SetBytes(int64(len(img.Pix)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := dlimage.CopyNRGBA64(img); err != nil {
+		if _, err := dlimage.CopyFromNRGBA64(img); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -68,7 +68,7 @@ func BenchmarkCopyRGBAFromHWC3(b *testing.B) {
 	b.SetBytes(1920 * 1080 * 3)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := dlimage.CopyRGBA(f, dlimage.HWC); err != nil {
+		if _, err := dlimage.CopyToRGBA(f, dlimage.HWC); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -9,16 +9,16 @@ import (
 	"github.com/godlpack/dlpack"
 )
 
-// Gray wraps a writable uint8 CPU tensor of shape (H, W), column stride 1
+// ToGray wraps a writable uint8 CPU tensor of shape (H, W), column stride 1
 // and row stride >= W, as a *image.Gray of Rect (0, 0, W, H) sharing its
 // memory. On success the image owns f: f is closed when the image becomes
 // unreachable, so do not Close it yourself while the image is in use. It
 // fails with dlpack.ErrShape for another rank, dlpack.ErrLayout for other
-// strides (use CopyGray), dlpack.ErrReadOnly for read-only tensors
+// strides (use CopyToGray), dlpack.ErrReadOnly for read-only tensors
 // (including legacy ones imported without dlpack.AssumeWritable),
 // dlpack.ErrTypeMismatch for other data types and dlpack.ErrDevice for
 // memory the CPU cannot read; f stays the caller's on failure.
-func Gray(f dlpack.Foreign) (*image.Gray, error) {
+func ToGray(f dlpack.Foreign) (*image.Gray, error) {
 	pix, h, w, stride, err := share(f, 1)
 	if err != nil {
 		return nil, err
@@ -28,8 +28,8 @@ func Gray(f dlpack.Foreign) (*image.Gray, error) {
 	return m, nil
 }
 
-// Alpha is Gray for *image.Alpha.
-func Alpha(f dlpack.Foreign) (*image.Alpha, error) {
+// ToAlpha is ToGray for *image.Alpha.
+func ToAlpha(f dlpack.Foreign) (*image.Alpha, error) {
 	pix, h, w, stride, err := share(f, 1)
 	if err != nil {
 		return nil, err
@@ -39,11 +39,11 @@ func Alpha(f dlpack.Foreign) (*image.Alpha, error) {
 	return m, nil
 }
 
-// RGBA wraps a writable uint8 CPU tensor of shape (H, W, 4), strides
+// ToRGBA wraps a writable uint8 CPU tensor of shape (H, W, 4), strides
 // (row stride >= 4W, 4, 1), as a *image.RGBA sharing its memory; the
 // samples are taken as alpha-premultiplied, as image.RGBA holds them. It
-// fails and owns f as Gray does; use CopyRGBA for other layouts.
-func RGBA(f dlpack.Foreign) (*image.RGBA, error) {
+// fails and owns f as ToGray does; use CopyToRGBA for other layouts.
+func ToRGBA(f dlpack.Foreign) (*image.RGBA, error) {
 	pix, h, w, stride, err := share(f, 4)
 	if err != nil {
 		return nil, err
@@ -53,9 +53,9 @@ func RGBA(f dlpack.Foreign) (*image.RGBA, error) {
 	return m, nil
 }
 
-// NRGBA is RGBA for non-premultiplied samples (*image.NRGBA): what NumPy
+// ToNRGBA is ToRGBA for non-premultiplied samples (*image.NRGBA): what NumPy
 // arrays from Pillow's "RGBA" mode hold.
-func NRGBA(f dlpack.Foreign) (*image.NRGBA, error) {
+func ToNRGBA(f dlpack.Foreign) (*image.NRGBA, error) {
 	pix, h, w, stride, err := share(f, 4)
 	if err != nil {
 		return nil, err
@@ -65,8 +65,8 @@ func NRGBA(f dlpack.Foreign) (*image.NRGBA, error) {
 	return m, nil
 }
 
-// CMYK is RGBA for *image.CMYK (channels C, M, Y, K).
-func CMYK(f dlpack.Foreign) (*image.CMYK, error) {
+// ToCMYK is ToRGBA for *image.CMYK (channels C, M, Y, K).
+func ToCMYK(f dlpack.Foreign) (*image.CMYK, error) {
 	pix, h, w, stride, err := share(f, 4)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func share(f dlpack.Foreign, channels int) (pix []uint8, h, w, stride int, err e
 		return nil, 0, 0, 0, dlpack.ErrClosed
 	}
 	if channels == 1 && f.NDim() != 2 {
-		return nil, 0, 0, 0, fieldErr(dlpack.ErrShape, "dl_tensor.ndim", f.NDim(), "a one-channel image is (H, W); use CopyGray for other shapes")
+		return nil, 0, 0, 0, fieldErr(dlpack.ErrShape, "dl_tensor.ndim", f.NDim(), "a one-channel image is (H, W); use CopyToGray for other shapes")
 	}
 	if channels == 4 && (f.NDim() != 3 || f.Dim(2) != 4) {
 		return nil, 0, 0, 0, fieldErr(dlpack.ErrShape, "dl_tensor.shape", f.Shape(), "a four-channel image is (H, W, 4); use a Copy function for (H, W, 3) or (C, H, W)")
@@ -118,10 +118,10 @@ func share(f dlpack.Foreign, channels int) (pix []uint8, h, w, stride int, err e
 	return pix, int(h64), int(w64), int(rs), nil
 }
 
-// CopyGray copies a uint8 CPU tensor of shape (H, W), or (H, W, 1) / (1,
+// CopyToGray copies a uint8 CPU tensor of shape (H, W), or (H, W, 1) / (1,
 // H, W) as layout says, with any strides, into a new *image.Gray. Read-only
 // tensors are accepted; f stays the caller's to close.
-func CopyGray(f dlpack.Foreign, layout Layout) (*image.Gray, error) {
+func CopyToGray(f dlpack.Foreign, layout Layout) (*image.Gray, error) {
 	h, w, c, err := copyShape(f, layout, 1)
 	if err != nil {
 		return nil, err
@@ -130,11 +130,11 @@ func CopyGray(f dlpack.Foreign, layout Layout) (*image.Gray, error) {
 	return m, copyInto(f, m.Pix, layout, h, w, c, 1)
 }
 
-// CopyRGBA copies a uint8 CPU tensor with 3 or 4 channels, (H, W, C) or
+// CopyToRGBA copies a uint8 CPU tensor with 3 or 4 channels, (H, W, C) or
 // (C, H, W) as layout says, with any strides (read-only, transposed,
 // negative), into a new *image.RGBA. Four channels are taken as
 // alpha-premultiplied; three get an opaque alpha. f stays the caller's.
-func CopyRGBA(f dlpack.Foreign, layout Layout) (*image.RGBA, error) {
+func CopyToRGBA(f dlpack.Foreign, layout Layout) (*image.RGBA, error) {
 	h, w, c, err := copyShape(f, layout, 3, 4)
 	if err != nil {
 		return nil, err
@@ -143,9 +143,9 @@ func CopyRGBA(f dlpack.Foreign, layout Layout) (*image.RGBA, error) {
 	return m, copyInto(f, m.Pix, layout, h, w, c, 4)
 }
 
-// CopyNRGBA is CopyRGBA into a new *image.NRGBA (four channels taken as
+// CopyToNRGBA is CopyToRGBA into a new *image.NRGBA (four channels taken as
 // non-premultiplied).
-func CopyNRGBA(f dlpack.Foreign, layout Layout) (*image.NRGBA, error) {
+func CopyToNRGBA(f dlpack.Foreign, layout Layout) (*image.NRGBA, error) {
 	h, w, c, err := copyShape(f, layout, 3, 4)
 	if err != nil {
 		return nil, err

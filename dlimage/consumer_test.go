@@ -38,7 +38,7 @@ func TestGrayShares(t *testing.T) {
 	ct := cBytes([]int64{3, 5}, []int64{8, 1}, 24)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	g, err := dlimage.Gray(f)
+	g, err := dlimage.ToGray(f)
 	require.NoError(t, err)
 	assert.Equal(t, image.Rect(0, 0, 5, 3), g.Rect)
 	assert.Equal(t, 8, g.Stride)
@@ -62,13 +62,13 @@ func TestFourChannelsShare(t *testing.T) {
 	ct := cBytes([]int64{2, 3, 4}, []int64{16, 4, 1}, 32)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	rgba, err := dlimage.RGBA(f)
+	rgba, err := dlimage.ToRGBA(f)
 	require.NoError(t, err)
 	assert.Equal(t, color.RGBA{16 + 4, 16 + 5, 16 + 6, 16 + 7}, rgba.RGBAAt(1, 1))
 
 	for _, wrap := range []func(dlpack.Foreign) (image.Image, error){
-		func(f dlpack.Foreign) (image.Image, error) { return dlimage.NRGBA(f) },
-		func(f dlpack.Foreign) (image.Image, error) { return dlimage.CMYK(f) },
+		func(f dlpack.Foreign) (image.Image, error) { return dlimage.ToNRGBA(f) },
+		func(f dlpack.Foreign) (image.Image, error) { return dlimage.ToCMYK(f) },
 	} {
 		ct := cBytes([]int64{1, 3, 4}, []int64{99, 4, 1}, 12) // one row: any row stride
 		f, err := dlpack.Import(ct.Ptr)
@@ -87,7 +87,7 @@ func TestFourChannelsShare(t *testing.T) {
 	ca := cBytes([]int64{2, 2}, []int64{2, 1}, 4)
 	fa, err := dlpack.Import(ca.Ptr)
 	require.NoError(t, err)
-	a, err := dlimage.Alpha(fa)
+	a, err := dlimage.ToAlpha(fa)
 	require.NoError(t, err)
 	assert.Equal(t, uint8(3), a.AlphaAt(1, 1).A)
 	runtime.KeepAlive(a)
@@ -101,7 +101,7 @@ func TestImageOwnsTheTensor(t *testing.T) {
 	func() {
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err)
-		img, err := dlimage.NRGBA(f)
+		img, err := dlimage.ToNRGBA(f)
 		require.NoError(t, err)
 		for i := 0; i < 5; i++ {
 			runtime.GC()
@@ -157,9 +157,9 @@ func TestImportRefusals(t *testing.T) {
 		}
 		require.NoError(t, err, c.name)
 		if c.four {
-			_, err = dlimage.RGBA(f)
+			_, err = dlimage.ToRGBA(f)
 		} else {
-			_, err = dlimage.Gray(f)
+			_, err = dlimage.ToGray(f)
 		}
 		require.ErrorIs(t, err, c.err, c.name)
 		var fe *dlpack.FieldError
@@ -173,7 +173,7 @@ func TestImportRefusals(t *testing.T) {
 	ct := cshim.Make(legacy)
 	f, err := dlpack.ImportLegacy(ct.Ptr, dlpack.AssumeWritable())
 	require.NoError(t, err)
-	g, err := dlimage.Gray(f)
+	g, err := dlimage.ToGray(f)
 	require.NoError(t, err)
 	assert.Equal(t, uint8(3), g.GrayAt(1, 1).Y)
 	runtime.KeepAlive(g)
@@ -182,9 +182,9 @@ func TestImportRefusals(t *testing.T) {
 	f, err = dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
 	f.Close()
-	_, err = dlimage.Gray(f)
+	_, err = dlimage.ToGray(f)
 	require.ErrorIs(t, err, dlpack.ErrClosed)
-	_, err = dlimage.CopyGray(f, dlimage.HWC)
+	_, err = dlimage.CopyToGray(f, dlimage.HWC)
 	require.ErrorIs(t, err, dlpack.ErrClosed)
 }
 
@@ -194,7 +194,7 @@ func TestImportEmpty(t *testing.T) {
 		Shape: []int64{0, 5, 4}, Strides: []int64{20, 4, 1}, AllocData: true})
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	img, err := dlimage.RGBA(f)
+	img, err := dlimage.ToRGBA(f)
 	require.NoError(t, err)
 	assert.True(t, img.Bounds().Empty())
 	assert.Equal(t, 5, img.Bounds().Dx())
@@ -207,7 +207,7 @@ func TestCopies(t *testing.T) {
 	hwc3.ReadOnly = true
 	f, err := dlpack.From(hwc3)
 	require.NoError(t, err)
-	rgba, err := dlimage.CopyRGBA(f, dlimage.HWC)
+	rgba, err := dlimage.CopyToRGBA(f, dlimage.HWC)
 	require.NoError(t, err)
 	assert.Equal(t, []uint8{1, 2, 3, 255, 4, 5, 6, 255, 7, 8, 9, 255, 10, 11, 12, 255}, rgba.Pix)
 	f.Close()
@@ -216,17 +216,17 @@ func TestCopies(t *testing.T) {
 	chw := &dlpack.Array[uint8]{Data: []uint8{1, 2, 10, 20, 30, 40, 50, 60}, Shape: []int64{4, 1, 2}, Strides: []int64{-2, 2, 1}, Offset: 6}
 	f, err = dlpack.From(chw)
 	require.NoError(t, err)
-	n, err := dlimage.CopyNRGBA(f, dlimage.CHW)
+	n, err := dlimage.CopyToNRGBA(f, dlimage.CHW)
 	require.NoError(t, err)
 	assert.Equal(t, []uint8{50, 30, 10, 1, 60, 40, 20, 2}, n.Pix)
-	_, err = dlimage.NRGBA(f)
+	_, err = dlimage.ToNRGBA(f)
 	require.ErrorIs(t, err, dlpack.ErrShape, "the zero-copy path refuses (C, H, W)")
 	f.Close()
 
 	// (C, H, W) = (3, 2, 2), compact: channel planes.
 	f, err = dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 10, 20, 30, 40, 11, 22, 33, 44}, 3, 2, 2))
 	require.NoError(t, err)
-	rgba, err = dlimage.CopyRGBA(f, dlimage.CHW)
+	rgba, err = dlimage.CopyToRGBA(f, dlimage.CHW)
 	require.NoError(t, err)
 	assert.Equal(t, []uint8{1, 10, 11, 255, 2, 20, 22, 255, 3, 30, 33, 255, 4, 40, 44, 255}, rgba.Pix)
 	f.Close()
@@ -235,7 +235,7 @@ func TestCopies(t *testing.T) {
 	tr := &dlpack.Array[uint8]{Data: []uint8{1, 2, 3, 4, 5, 6}, Shape: []int64{2, 3}, Strides: []int64{1, 2}}
 	f, err = dlpack.From(tr)
 	require.NoError(t, err)
-	g, err := dlimage.CopyGray(f, dlimage.HWC)
+	g, err := dlimage.CopyToGray(f, dlimage.HWC)
 	require.NoError(t, err)
 	assert.Equal(t, []uint8{1, 3, 5, 2, 4, 6}, g.Pix)
 	g.Pix[0] = 99
@@ -243,26 +243,26 @@ func TestCopies(t *testing.T) {
 	f.Close()
 	f, err = dlpack.From(dlpack.NewArray([]uint8{7, 8}, 1, 1, 2))
 	require.NoError(t, err)
-	g, err = dlimage.CopyGray(f, dlimage.CHW)
+	g, err = dlimage.CopyToGray(f, dlimage.CHW)
 	require.NoError(t, err)
 	assert.Equal(t, image.Rect(0, 0, 2, 1), g.Rect)
 	assert.Equal(t, []uint8{7, 8}, g.Pix)
-	_, err = dlimage.CopyRGBA(f, dlimage.CHW)
+	_, err = dlimage.CopyToRGBA(f, dlimage.CHW)
 	require.ErrorIs(t, err, dlpack.ErrShape, "1 channel")
-	_, err = dlimage.CopyRGBA(f, dlimage.Layout(9))
+	_, err = dlimage.CopyToRGBA(f, dlimage.Layout(9))
 	require.ErrorIs(t, err, dlpack.ErrRequirement)
 	f.Close()
 
 	// Not uint8; and a broadcast tensor larger than memory.
 	f, err = dlpack.From(dlpack.NewArray([]float32{1, 2, 3}, 1, 1, 3))
 	require.NoError(t, err)
-	_, err = dlimage.CopyRGBA(f, dlimage.HWC)
+	_, err = dlimage.CopyToRGBA(f, dlimage.HWC)
 	require.ErrorIs(t, err, dlpack.ErrTypeMismatch)
 	f.Close()
 	huge := &dlpack.Array[uint8]{Data: []uint8{1, 2, 3}, Shape: []int64{1 << 31, 1 << 30, 3}, Strides: []int64{0, 0, 1}}
 	f, err = dlpack.From(huge)
 	require.NoError(t, err)
-	_, err = dlimage.CopyNRGBA(f, dlimage.HWC)
+	_, err = dlimage.CopyToNRGBA(f, dlimage.HWC)
 	require.ErrorIs(t, err, dlpack.ErrOverflow)
 	f.Close()
 	assert.Equal(t, int64(0), dlpack.Outstanding())
@@ -273,13 +273,13 @@ func TestRoundTrip(t *testing.T) {
 	src := image.NewNRGBA(image.Rect(0, 0, 9, 4))
 	fill(src.Pix)
 	sub := src.SubImage(image.Rect(2, 1, 7, 3)).(*image.NRGBA)
-	tn, err := dlimage.Pixels(sub)
+	tn, err := dlimage.FromImage(sub)
 	require.NoError(t, err)
 	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
 	require.NoError(t, err)
 	f, err := m.Import()
 	require.NoError(t, err)
-	back, err := dlimage.NRGBA(f)
+	back, err := dlimage.ToNRGBA(f)
 	require.NoError(t, err)
 	assert.Equal(t, &sub.Pix[0], &back.Pix[0])
 	assert.Equal(t, sub.Stride, back.Stride)

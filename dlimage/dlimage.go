@@ -1,37 +1,3 @@
-// Package dlimage exchanges the standard library's images (package image)
-// as DLPack tensors, without copying whenever DLPack can describe the
-// pixels as they lie in memory.
-//
-// Out of Go (producer.go): Pixels gives the tensor of an 8-bit image's
-// Pix slice, Planes the three tensors of a *image.YCbCr. A *Tensor
-// implements dlpack.Source and dlpack.Producer, so dlpack.Produce,
-// dlpack.From and the pycapsule helpers take it as it is. The shapes are
-// row-major, height first, as NumPy and Pillow write them:
-//
-//	*image.Gray, *image.Alpha           (H, W)     uint8, strides (Stride, 1)
-//	*image.Paletted                     (H, W)     uint8 palette indices (Palette copies the colours)
-//	*image.RGBA, *image.NRGBA           (H, W, 4)  uint8, strides (Stride, 4, 1)
-//	*image.CMYK                         (H, W, 4)  uint8, strides (Stride, 4, 1)
-//	*image.YCbCr (Planes)               Y (H, W); Cb, Cr (CH, CW) at the chroma resolution
-//	*image.Gray16                       CopyGray16:  (H, W)    uint16 copy, native byte order
-//	*image.RGBA64, *image.NRGBA64       CopyRGBA64, CopyNRGBA64: (H, W, 4) uint16 copy
-//
-// A sub-image (SubImage) is exported through the data pointer and the row
-// stride of its parent: never a copy. The 16-bit types keep big-endian
-// bytes in Pix, which DLPack cannot describe; Pixels refuses them
-// (ErrBigEndian) and the Copy functions convert them, explicitly.
-//
-// Into Go (consumer.go): Gray, Alpha, RGBA, NRGBA and CMYK wrap a writable
-// uint8 CPU tensor of shape (H, W) or (H, W, 4) whose inner strides are
-// packed (1, or 4 and 1) and whose row stride is at least the row's bytes.
-// The image shares the tensor's memory and takes the tensor over: it is
-// released when the image becomes unreachable, so do not Close the
-// Foreign while the image is in use (as package dlgonum does for
-// matrices), and give them owned imports (Import, From), not the scoped
-// Foreign of a Borrow. Read-only tensors are refused with dlpack.ErrReadOnly rather
-// than made writable. Other layouts, (H, W, 3), channel-first (C, H, W) or
-// any strides, go through CopyGray, CopyRGBA and CopyNRGBA, which leave the
-// Foreign to the caller.
 package dlimage
 
 import (
@@ -46,8 +12,8 @@ import (
 // (dlpack.ErrShape, dlpack.ErrLayout, dlpack.ErrReadOnly, ...).
 var (
 	// ErrBigEndian: the image holds 16-bit big-endian samples, which a
-	// DLPack tensor cannot describe; CopyGray16, CopyRGBA64 and
-	// CopyNRGBA64 convert them to native uint16.
+	// DLPack tensor cannot describe; CopyFromGray16, CopyFromRGBA64 and
+	// CopyFromNRGBA64 convert them to native uint16.
 	ErrBigEndian = errors.New("dlimage: 16-bit samples are big-endian, which DLPack cannot describe")
 	// ErrUnsupported: the image type has no tensor layout here.
 	ErrUnsupported = errors.New("dlimage: unsupported image type")

@@ -15,7 +15,7 @@ import (
 func TestGoToGoWithoutC(t *testing.T) {
 	src := image.NewNRGBA(image.Rect(0, 0, 5, 3))
 	src.SetNRGBA(4, 2, color.NRGBA{1, 2, 3, 4})
-	tn, err := dlimage.Pixels(src.SubImage(image.Rect(1, 1, 5, 3)))
+	tn, err := dlimage.FromImage(src.SubImage(image.Rect(1, 1, 5, 3)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestGoToGoWithoutC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := dlimage.NRGBA(f)
+	back, err := dlimage.ToNRGBA(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestGoToGoWithoutC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	c, err := dlimage.CopyRGBA(g, dlimage.HWC)
+	c, err := dlimage.CopyToRGBA(g, dlimage.HWC)
 	if err != nil {
 		t.Fatal(err)
 	}

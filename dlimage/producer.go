@@ -94,14 +94,14 @@ func (t *Tensor) check() (int64, error) {
 	return numel, nil
 }
 
-// Pixels returns the zero-copy tensor of an 8-bit image's samples (see the
+// FromImage returns the zero-copy tensor of an 8-bit image's samples (see the
 // package documentation for the shape of each type). The tensor shares
 // img's memory: a sub-image is described through its offset into Pix and
 // its parent's row stride. It fails with ErrBigEndian for the 16-bit
-// types (use CopyGray16, CopyRGBA64 or CopyNRGBA64), ErrUnsupported for
-// *image.YCbCr (use Planes) and every other type, and ErrMalformed for an
+// types (use CopyFromGray16, CopyFromRGBA64 or CopyFromNRGBA64), ErrUnsupported for
+// *image.YCbCr (use FromYCbCr) and every other type, and ErrMalformed for an
 // image whose Pix cannot hold its Rect.
-func Pixels(img image.Image) (*Tensor, error) {
+func FromImage(img image.Image) (*Tensor, error) {
 	switch m := img.(type) {
 	case *image.Gray:
 		if m != nil {
@@ -128,9 +128,9 @@ func Pixels(img image.Image) (*Tensor, error) {
 			return newTensor(img, m.Pix, m.Stride, m.Rect, 4, m.PixOffset)
 		}
 	case *image.Gray16, *image.RGBA64, *image.NRGBA64:
-		return nil, fieldErr(ErrBigEndian, "image", fmt.Sprintf("%T", img), "copy it with CopyGray16, CopyRGBA64 or CopyNRGBA64")
+		return nil, fieldErr(ErrBigEndian, "image", fmt.Sprintf("%T", img), "copy it with CopyFromGray16, CopyFromRGBA64 or CopyFromNRGBA64")
 	case *image.YCbCr:
-		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use Planes")
+		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use FromYCbCr")
 	default:
 		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "no tensor layout for this type")
 	}
@@ -163,7 +163,7 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 	return t, nil
 }
 
-// Planes returns the three zero-copy tensors of a *image.YCbCr: Y of shape
+// FromYCbCr returns the three zero-copy tensors of a *image.YCbCr: Y of shape
 // (H, W) with strides (YStride, 1), and Cb and Cr of shape (CH, CW) with
 // strides (CStride, 1), where CH and CW count the chroma samples that cover
 // the image's Rect at its SubsampleRatio, as the image package computes
@@ -172,8 +172,8 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 // quarters the width, 4:1:0 quarters the width and halves the height, 4:4:4
 // keeps both. Chroma sample (i, j) belongs to the luma pixels (x, y) whose
 // COffset(x, y) is i*CStride + j: nothing is upsampled. For an
-// *image.NYCbCrA, Planes(&img.YCbCr) gives its colour planes.
-func Planes(img *image.YCbCr) (y, cb, cr *Tensor, err error) {
+// *image.NYCbCrA, FromYCbCr(&img.YCbCr) gives its colour planes.
+func FromYCbCr(img *image.YCbCr) (y, cb, cr *Tensor, err error) {
 	if img == nil {
 		return nil, nil, nil, fieldErr(ErrUnsupported, "image", "*image.YCbCr", "nil image")
 	}
@@ -215,10 +215,10 @@ func yCbCrSize(r image.Rectangle, ratio image.YCbCrSubsampleRatio) (w, h, cw, ch
 	return w, h, cw, ch
 }
 
-// Palette returns a copy of a palette as an (N, 4) uint8 array of
+// CopyFromPalette returns a copy of a palette as an (N, 4) uint8 array of
 // non-premultiplied RGBA colours (color.NRGBAModel), row i being the colour
-// of index i: what the indices from Pixels of an *image.Paletted refer to.
-func Palette(p color.Palette) *dlpack.Array[uint8] {
+// of index i: what the indices from FromImage of an *image.Paletted refer to.
+func CopyFromPalette(p color.Palette) *dlpack.Array[uint8] {
 	data := dlpack.AlignedSlice[uint8](4 * len(p))
 	for i, c := range p {
 		n := color.NRGBAModel.Convert(c).(color.NRGBA)
@@ -227,30 +227,30 @@ func Palette(p color.Palette) *dlpack.Array[uint8] {
 	return dlpack.NewArray(data, int64(len(p)), 4)
 }
 
-// CopyGray16 copies a 16-bit gray image into a new (H, W) uint16 array in
+// CopyFromGray16 copies a 16-bit gray image into a new (H, W) uint16 array in
 // native byte order (the image keeps big-endian bytes, which DLPack cannot
 // describe). The array's memory is 256-byte aligned and owned by Go; it
 // shares nothing with img. It fails with ErrMalformed for an image whose
 // Pix cannot hold its Rect.
-func CopyGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
+func CopyFromGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
 	if img == nil {
 		return nil, fieldErr(ErrUnsupported, "image", "*image.Gray16", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 1, img.PixOffset)
 }
 
-// CopyRGBA64 is CopyGray16 for *image.RGBA64: a new (H, W, 4) uint16 array
+// CopyFromRGBA64 is CopyFromGray16 for *image.RGBA64: a new (H, W, 4) uint16 array
 // of alpha-premultiplied samples, as the image holds them.
-func CopyRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
+func CopyFromRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
 		return nil, fieldErr(ErrUnsupported, "image", "*image.RGBA64", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 4, img.PixOffset)
 }
 
-// CopyNRGBA64 is CopyGray16 for *image.NRGBA64: a new (H, W, 4) uint16
+// CopyFromNRGBA64 is CopyFromGray16 for *image.NRGBA64: a new (H, W, 4) uint16
 // array of non-premultiplied samples.
-func CopyNRGBA64(img *image.NRGBA64) (*dlpack.Array[uint16], error) {
+func CopyFromNRGBA64(img *image.NRGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
 		return nil, fieldErr(ErrUnsupported, "image", "*image.NRGBA64", "nil image")
 	}

@@ -24,7 +24,7 @@ func fill(pix []uint8) {
 	}
 }
 
-// eightBit is one 8-bit image of each type Pixels exports, 5 wide (odd)
+// eightBit is one 8-bit image of each type FromImage exports, 5 wide (odd)
 // and 3 high, with the bytes per pixel of its Pix.
 func eightBit() []struct {
 	img      image.Image
@@ -64,7 +64,7 @@ func sample(pix []uint8, stride, channels, y, x, ch int) uint8 {
 func TestPixelsEveryType(t *testing.T) {
 	for _, c := range eightBit() {
 		name := fmt.Sprintf("%T", c.img)
-		tn, err := dlimage.Pixels(c.img)
+		tn, err := dlimage.FromImage(c.img)
 		require.NoError(t, err, name)
 		wantShape, wantStrides := []int64{3, 5}, []int64{int64(c.stride), 1}
 		if c.channels == 4 {
@@ -134,7 +134,7 @@ func TestSubImage(t *testing.T) {
 		{gparent.SubImage(image.Rect(-1, 0, 4, 7)), gparent.Pix, gparent.Stride, gparent.PixOffset(-1, 0), 7, 5, 1},
 	}
 	for _, c := range cases {
-		tn, err := dlimage.Pixels(c.sub)
+		tn, err := dlimage.FromImage(c.sub)
 		require.NoError(t, err)
 		for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}} { // versioned, legacy
 			m, err := dlpack.Produce(tn, req)
@@ -177,7 +177,7 @@ func TestEmptyImages(t *testing.T) {
 		{&image.Gray{}, []int64{0, 0}},
 	}
 	for _, c := range cases {
-		tn, err := dlimage.Pixels(c.img)
+		tn, err := dlimage.FromImage(c.img)
 		require.NoError(t, err)
 		assert.Equal(t, c.shape, tn.Shape)
 		f, err := dlpack.From(tn)
@@ -210,14 +210,14 @@ func TestPixelsRefusals(t *testing.T) {
 		{&image.Gray{Pix: make([]uint8, 6), Stride: -3, Rect: r}, dlimage.ErrMalformed},
 	}
 	for _, c := range cases {
-		_, err := dlimage.Pixels(c.img)
+		_, err := dlimage.FromImage(c.img)
 		require.ErrorIs(t, err, c.err, "%T", c.img)
 		var fe *dlpack.FieldError
 		require.ErrorAs(t, err, &fe)
 		assert.NotEmpty(t, fe.Why)
 	}
-	// A Tensor whose fields were changed after Pixels is checked again.
-	tn, err := dlimage.Pixels(image.NewGray(r))
+	// A Tensor whose fields were changed after FromImage is checked again.
+	tn, err := dlimage.FromImage(image.NewGray(r))
 	require.NoError(t, err)
 	tn.Pix = tn.Pix[:4]
 	_, err = dlpack.Produce(tn, dlpack.DefaultRequest())
@@ -233,7 +233,7 @@ func TestExportOutlivesImage(t *testing.T) {
 	m, want := func() (dlpack.Managed, []uint8) {
 		img := image.NewNRGBA(image.Rect(0, 0, 64, 64))
 		fill(img.Pix)
-		tn, err := dlimage.Pixels(img.SubImage(image.Rect(1, 1, 3, 2)))
+		tn, err := dlimage.FromImage(img.SubImage(image.Rect(1, 1, 3, 2)))
 		require.NoError(t, err)
 		m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
 		require.NoError(t, err)
@@ -282,7 +282,7 @@ func TestPlanes(t *testing.T) {
 		}
 		for _, img := range []*image.YCbCr{parent, parent.SubImage(image.Rect(3, 1, 12, 6)).(*image.YCbCr)} {
 			name := fmt.Sprintf("%v %v", ratio, img.Rect)
-			y, cb, cr, err := dlimage.Planes(img)
+			y, cb, cr, err := dlimage.FromYCbCr(img)
 			require.NoError(t, err, name)
 			r := img.Rect
 			assert.Equal(t, []int64{int64(r.Dy()), int64(r.Dx())}, y.Shape, name)
@@ -324,9 +324,9 @@ func TestPlanes(t *testing.T) {
 			fcr.Close()
 		}
 	}
-	_, _, _, err := dlimage.Planes(nil)
+	_, _, _, err := dlimage.FromYCbCr(nil)
 	require.ErrorIs(t, err, dlimage.ErrUnsupported)
-	_, _, _, err = dlimage.Planes(&image.YCbCr{Y: make([]uint8, 4), YStride: 2, Rect: image.Rect(0, 0, 2, 2)})
+	_, _, _, err = dlimage.FromYCbCr(&image.YCbCr{Y: make([]uint8, 4), YStride: 2, Rect: image.Rect(0, 0, 2, 2)})
 	require.ErrorIs(t, err, dlimage.ErrMalformed, "no chroma memory")
 }
 
@@ -337,7 +337,7 @@ func TestCopy16(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		g.SetGray16(i%3, i/3, color.Gray16{Y: uint16(0x1234 + 0x0101*i)})
 	}
-	a, err := dlimage.CopyGray16(g)
+	a, err := dlimage.CopyFromGray16(g)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 3}, a.Shape)
 	assert.Equal(t, []uint16{0x1234, 0x1335, 0x1436, 0x1537, 0x1638, 0x1739}, a.Data)
@@ -353,9 +353,9 @@ func TestCopy16(t *testing.T) {
 		}
 	}
 	sub := image.Rect(1, 1, 4, 3)
-	an, err := dlimage.CopyNRGBA64(n.SubImage(sub).(*image.NRGBA64))
+	an, err := dlimage.CopyFromNRGBA64(n.SubImage(sub).(*image.NRGBA64))
 	require.NoError(t, err)
-	ar, err := dlimage.CopyRGBA64(rgba.SubImage(sub).(*image.RGBA64))
+	ar, err := dlimage.CopyFromRGBA64(rgba.SubImage(sub).(*image.RGBA64))
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 3, 4}, an.Shape)
 	for y := sub.Min.Y; y < sub.Max.Y; y++ {
@@ -378,28 +378,28 @@ func TestCopy16(t *testing.T) {
 	assert.Equal(t, an.Data, xs)
 	f.Close()
 
-	empty, err := dlimage.CopyGray16(image.NewGray16(image.Rect(0, 0, 0, 0)))
+	empty, err := dlimage.CopyFromGray16(image.NewGray16(image.Rect(0, 0, 0, 0)))
 	require.NoError(t, err)
 	assert.Equal(t, []int64{0, 0}, empty.Shape)
-	_, err = dlimage.CopyGray16(&image.Gray16{Pix: make([]uint8, 3), Stride: 2, Rect: image.Rect(0, 0, 1, 2)})
+	_, err = dlimage.CopyFromGray16(&image.Gray16{Pix: make([]uint8, 3), Stride: 2, Rect: image.Rect(0, 0, 1, 2)})
 	require.ErrorIs(t, err, dlimage.ErrMalformed)
-	_, err = dlimage.CopyRGBA64(nil)
+	_, err = dlimage.CopyFromRGBA64(nil)
 	require.ErrorIs(t, err, dlimage.ErrUnsupported)
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
 
 func TestPalette(t *testing.T) {
 	p := color.Palette{color.RGBA{1, 2, 3, 255}, color.NRGBA{200, 100, 50, 128}, color.Gray{7}}
-	a := dlimage.Palette(p)
+	a := dlimage.CopyFromPalette(p)
 	assert.Equal(t, []int64{3, 4}, a.Shape)
 	assert.Equal(t, []uint8{1, 2, 3, 255, 200, 100, 50, 128, 7, 7, 7, 255}, a.Data)
-	assert.Equal(t, []int64{0, 4}, dlimage.Palette(nil).Shape)
+	assert.Equal(t, []int64{0, 4}, dlimage.CopyFromPalette(nil).Shape)
 }
 
 // Many exports of one sub-image, released by threads Go never created.
 func TestExportsReleasedOnCThreads(t *testing.T) {
 	img := image.NewRGBA(image.Rect(0, 0, 32, 32))
-	tn, err := dlimage.Pixels(img.SubImage(image.Rect(3, 5, 20, 30)))
+	tn, err := dlimage.FromImage(img.SubImage(image.Rect(3, 5, 20, 30)))
 	require.NoError(t, err)
 	ptrs := make([]unsafe.Pointer, 200)
 	for i := range ptrs {
@@ -417,7 +417,7 @@ func TestExportsReleasedOnCThreads(t *testing.T) {
 func TestReadOnlyTensor(t *testing.T) {
 	img := image.NewGray(image.Rect(0, 0, 4, 3))
 	fill(img.Pix)
-	tn, err := dlimage.Pixels(img)
+	tn, err := dlimage.FromImage(img)
 	require.NoError(t, err)
 	tn.ReadOnly = true
 	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
@@ -426,7 +426,7 @@ func TestReadOnlyTensor(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, f.Writable())
 	assert.Equal(t, uintptr(unsafe.Pointer(&img.Pix[0])), f.DataAddr()+uintptr(f.ByteOffset()), "shared")
-	_, err = dlimage.Gray(f)
+	_, err = dlimage.ToGray(f)
 	require.ErrorIs(t, err, dlpack.ErrReadOnly)
 	f.Close()
 
@@ -435,7 +435,7 @@ func TestReadOnlyTensor(t *testing.T) {
 	f, err = m.Import(dlpack.AssumeWritable())
 	require.NoError(t, err)
 	assert.NotEqual(t, uintptr(unsafe.Pointer(&img.Pix[0])), f.DataAddr(), "a copy")
-	g, err := dlimage.Gray(f)
+	g, err := dlimage.ToGray(f)
 	require.NoError(t, err)
 	assert.Equal(t, img.Pix, g.Pix)
 	runtime.KeepAlive(g)

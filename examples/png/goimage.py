@@ -69,11 +69,11 @@ class Image:
         return Image(_lib.goimage_sub(self._id, x0, y0, x1, y1))
 
     def pixels(self):
-        """The 8-bit samples, zero copy (dlimage.Pixels)."""
+        """The 8-bit samples, zero copy (dlimage.FromImage)."""
         return Export(self, PIXELS)
 
     def copy16(self):
-        """The 16-bit samples as a native uint16 copy (dlimage.Copy*64/16)."""
+        """The 16-bit samples as a native uint16 copy (dlimage.CopyFrom*64/16)."""
         return Export(self, COPY16)
 
     def palette(self):
@@ -94,7 +94,7 @@ GRAY, NRGBA, RGBA, COPY_HWC, COPY_CHW, COPY_GRAY = range(6)
 
 
 def encode(array, path, as_=None):
-    """Hands array to Go as an image (dlimage.Gray or NRGBA, sharing its
+    """Hands array to Go as an image (dlimage.ToGray or ToNRGBA, sharing its
     memory, by default by its rank; or as_) and writes it with image/png."""
     if as_ is None:
         as_ = GRAY if array.ndim == 2 else NRGBA

@@ -108,7 +108,7 @@ func goimage_type(id C.int64_t, buf *C.char, n C.int) {
 //
 //export goimage_pixel_addr
 func goimage_pixel_addr(id C.int64_t) C.uintptr_t {
-	t, err := dlimage.Pixels(lookup(id))
+	t, err := dlimage.FromImage(lookup(id))
 	if err != nil || len(t.Pix) == 0 {
 		return 0
 	}
@@ -124,8 +124,8 @@ func goimage_free(id C.int64_t) {
 
 // What goimage_dlpack exports.
 const (
-	whatPixels  = 0 // dlimage.Pixels: zero copy, 8-bit types only
-	whatCopy16  = 1 // dlimage.CopyGray16, CopyRGBA64, CopyNRGBA64
+	whatPixels  = 0 // dlimage.FromImage: zero copy, 8-bit types only
+	whatCopy16  = 1 // dlimage.CopyFromGray16, CopyFromRGBA64, CopyFromNRGBA64
 	whatPalette = 2 // dlimage.Palette of a *image.Paletted
 	whatY       = 3 // dlimage.Planes of a *image.YCbCr
 	whatCb      = 4
@@ -135,20 +135,20 @@ const (
 func producer(img image.Image, what int) (dlpack.Producer, error) {
 	switch what {
 	case whatPixels:
-		return dlimage.Pixels(img)
+		return dlimage.FromImage(img)
 	case whatCopy16:
 		switch m := img.(type) {
 		case *image.Gray16:
-			return dlimage.CopyGray16(m)
+			return dlimage.CopyFromGray16(m)
 		case *image.RGBA64:
-			return dlimage.CopyRGBA64(m)
+			return dlimage.CopyFromRGBA64(m)
 		case *image.NRGBA64:
-			return dlimage.CopyNRGBA64(m)
+			return dlimage.CopyFromNRGBA64(m)
 		}
 		return nil, fmt.Errorf("goimage: %T is not a 16-bit image", img)
 	case whatPalette:
 		if m, ok := img.(*image.Paletted); ok {
-			return dlimage.Palette(m.Palette), nil
+			return dlimage.CopyFromPalette(m.Palette), nil
 		}
 		return nil, fmt.Errorf("goimage: %T has no palette", img)
 	case whatY, whatCb, whatCr:
@@ -156,7 +156,7 @@ func producer(img image.Image, what int) (dlpack.Producer, error) {
 		if !ok {
 			return nil, fmt.Errorf("goimage: %T has no YCbCr planes", img)
 		}
-		y, cb, cr, err := dlimage.Planes(m)
+		y, cb, cr, err := dlimage.FromYCbCr(m)
 		return []dlpack.Producer{y, cb, cr}[what-whatY], err
 	}
 	return nil, fmt.Errorf("goimage: unknown export %d", what)
@@ -184,12 +184,12 @@ func goimage_dlpack(id C.int64_t, what C.int, stream, maxVersion, dlDevice, copy
 
 // How goimage_encode reads the tensor.
 const (
-	asGray     = 0 // dlimage.Gray: zero copy
-	asNRGBA    = 1 // dlimage.NRGBA: zero copy
-	asRGBA     = 2 // dlimage.RGBA: zero copy
-	asCopyHWC  = 3 // dlimage.CopyNRGBA(f, HWC)
-	asCopyCHW  = 4 // dlimage.CopyNRGBA(f, CHW)
-	asCopyGray = 5 // dlimage.CopyGray(f, HWC)
+	asGray     = 0 // dlimage.ToGray: zero copy
+	asNRGBA    = 1 // dlimage.ToNRGBA: zero copy
+	asRGBA     = 2 // dlimage.ToRGBA: zero copy
+	asCopyHWC  = 3 // dlimage.CopyToNRGBA(f, HWC)
+	asCopyCHW  = 4 // dlimage.CopyToNRGBA(f, CHW)
+	asCopyGray = 5 // dlimage.CopyToGray(f, HWC)
 )
 
 // goimage_encode consumes a DLPack capsule (borrowed reference), reads its
@@ -219,19 +219,19 @@ func goimage_encode(capsule C.uintptr_t, as C.int, path *C.char) C.int {
 	var img image.Image
 	switch as {
 	case asGray:
-		img, err = dlimage.Gray(f)
+		img, err = dlimage.ToGray(f)
 	case asNRGBA:
-		img, err = dlimage.NRGBA(f)
+		img, err = dlimage.ToNRGBA(f)
 	case asRGBA:
-		img, err = dlimage.RGBA(f)
+		img, err = dlimage.ToRGBA(f)
 	case asCopyHWC, asCopyCHW, asCopyGray:
 		switch as {
 		case asCopyHWC:
-			img, err = dlimage.CopyNRGBA(f, dlimage.HWC)
+			img, err = dlimage.CopyToNRGBA(f, dlimage.HWC)
 		case asCopyCHW:
-			img, err = dlimage.CopyNRGBA(f, dlimage.CHW)
+			img, err = dlimage.CopyToNRGBA(f, dlimage.CHW)
 		default:
-			img, err = dlimage.CopyGray(f, dlimage.HWC)
+			img, err = dlimage.CopyToGray(f, dlimage.HWC)
 		}
 		f.Close()
 	default:

@@ -244,7 +244,7 @@ def test_numpy_array_encoded_by_go(tmp_path, shape):
     a = rng_image(shape, 14)
     baseline = sys.getrefcount(a)
     path = tmp_path / "out.png"
-    goimage.encode(a, path)  # dlimage.Gray or NRGBA: a's memory, no copy
+    goimage.encode(a, path)  # dlimage.ToGray or ToNRGBA: a's memory, no copy
     np.testing.assert_array_equal(pillow(path), a)
     assert released(a, baseline), "Go released the tensor once the image was collected"
 
