@@ -1,26 +1,3 @@
-// Package dlgonum converts between DLPack tensors and gonum matrices
-// (gonum.org/v1/gonum/mat), without copying whenever the layout allows.
-//
-// Export: ExportDense, ExportVecDense and ExportCDense lend a matrix's
-// backing slice to a C consumer; the row stride (or vector increment)
-// becomes the DLPack stride, so views such as m.Slice(...) export as they
-// are.
-//
-// The protocol: DenseTensor, VecDenseTensor and CDenseTensor make a
-// matrix a dlpack.Source and dlpack.Producer with the same strides, for
-// dlpack.From (Go to Go), dlpack.Produce (versioned or legacy, copies on
-// request) and the Python capsule helpers.
-//
-// Import: Dense, VecDense and CDense wrap an imported float64 or complex128
-// CPU tensor as a matrix sharing its memory, when its strides fit gonum's
-// rules (unit column stride and row stride >= columns for matrices, a
-// positive increment for vectors). The matrix takes over the tensor: it is
-// released when the matrix becomes unreachable, so do not Close the
-// Foreign while the matrix is in use. Read-only tensors (and legacy ones
-// imported without dlpack.AssumeWritable) are refused with
-// dlpack.ErrReadOnly, because gonum matrices are always writable; the
-// Copy functions make an explicit copy of any layout, read-only or not,
-// and leave the Foreign to the caller.
 package dlgonum
 
 import (
@@ -32,30 +9,6 @@ import (
 	"gonum.org/v1/gonum/blas/cblas128"
 	"gonum.org/v1/gonum/mat"
 )
-
-// ExportDense lends m to a C consumer as a rows x cols float64 tensor with
-// strides (row stride, 1), without copying. See dlpack.Export for the
-// contract; m's data must not change while a consumer may read it.
-func ExportDense(m *mat.Dense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
-	raw := m.RawMatrix()
-	return dlpack.Export(raw.Data, []int64{int64(raw.Rows), int64(raw.Cols)},
-		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Stride), 1)}, opts...)...)
-}
-
-// ExportVecDense lends v as a 1-d float64 tensor whose stride is v's
-// increment, without copying.
-func ExportVecDense(v *mat.VecDense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
-	raw := v.RawVector()
-	return dlpack.Export(raw.Data, []int64{int64(raw.N)},
-		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Inc))}, opts...)...)
-}
-
-// ExportCDense lends m as a rows x cols complex128 tensor, without copying.
-func ExportCDense(m *mat.CDense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
-	raw := m.RawCMatrix()
-	return dlpack.Export(raw.Data, []int64{int64(raw.Rows), int64(raw.Cols)},
-		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Stride), 1)}, opts...)...)
-}
 
 // matrixLayout checks f is a non-empty 2-d tensor whose strides fit gonum
 // and returns rows, cols and the row stride.
@@ -89,12 +42,12 @@ func keepUntilUnreachable[T any](x *T, f dlpack.Foreign) {
 	runtime.AddCleanup(x, func(f dlpack.Foreign) { f.Close() }, f)
 }
 
-// Dense wraps a float64 CPU matrix tensor as a *mat.Dense sharing its
+// ToDense wraps a float64 CPU matrix tensor as a *mat.Dense sharing its
 // memory. It fails with dlpack.ErrReadOnly for read-only tensors,
 // dlpack.ErrLayout when the strides do not fit gonum, dlpack.ErrShape for
 // other ranks or empty tensors, and as dlpack.Span otherwise. On success
 // the matrix owns f (see the package documentation).
-func Dense(f dlpack.Foreign) (*mat.Dense, error) {
+func ToDense(f dlpack.Foreign) (*mat.Dense, error) {
 	rows, cols, stride, err := matrixLayout(f)
 	if err != nil {
 		return nil, err
@@ -109,8 +62,8 @@ func Dense(f dlpack.Foreign) (*mat.Dense, error) {
 	return m, nil
 }
 
-// CDense is Dense for complex128 tensors.
-func CDense(f dlpack.Foreign) (*mat.CDense, error) {
+// ToCDense is ToDense for complex128 tensors.
+func ToCDense(f dlpack.Foreign) (*mat.CDense, error) {
 	rows, cols, stride, err := matrixLayout(f)
 	if err != nil {
 		return nil, err
@@ -125,10 +78,10 @@ func CDense(f dlpack.Foreign) (*mat.CDense, error) {
 	return m, nil
 }
 
-// VecDense wraps a 1-d float64 CPU tensor with a positive stride as a
+// ToVecDense wraps a 1-d float64 CPU tensor with a positive stride as a
 // *mat.VecDense sharing its memory; zero (broadcast) and negative strides
 // fail with dlpack.ErrLayout. On success the vector owns f.
-func VecDense(f dlpack.Foreign) (*mat.VecDense, error) {
+func ToVecDense(f dlpack.Foreign) (*mat.VecDense, error) {
 	if f.NDim() != 1 || f.Dim(0) == 0 {
 		return nil, layoutErr(dlpack.ErrShape, "dl_tensor.shape", f.Shape(), "a vector needs 1 non-empty dimension")
 	}
@@ -137,7 +90,7 @@ func VecDense(f dlpack.Foreign) (*mat.VecDense, error) {
 		inc = 1
 	}
 	if inc < 1 {
-		return nil, layoutErr(dlpack.ErrLayout, "dl_tensor.strides", f.Strides(), "gonum needs a positive increment; use CopyVecDense")
+		return nil, layoutErr(dlpack.ErrLayout, "dl_tensor.strides", f.Strides(), "gonum needs a positive increment; use CopyToVecDense")
 	}
 	data, err := dlpack.Span[float64](f)
 	if err != nil {
@@ -149,10 +102,10 @@ func VecDense(f dlpack.Foreign) (*mat.VecDense, error) {
 	return v, nil
 }
 
-// CopyDense copies a float64 CPU matrix tensor of any layout (read-only,
+// CopyToDense copies a float64 CPU matrix tensor of any layout (read-only,
 // transposed, broadcast, negative strides) into a new *mat.Dense. The
 // Foreign stays the caller's to close.
-func CopyDense(f dlpack.Foreign) (*mat.Dense, error) {
+func CopyToDense(f dlpack.Foreign) (*mat.Dense, error) {
 	data, rows, cols, err := copy2D[float64](f)
 	if err != nil {
 		return nil, err
@@ -160,8 +113,8 @@ func CopyDense(f dlpack.Foreign) (*mat.Dense, error) {
 	return mat.NewDense(rows, cols, data), nil
 }
 
-// CopyCDense is CopyDense for complex128 tensors.
-func CopyCDense(f dlpack.Foreign) (*mat.CDense, error) {
+// CopyToCDense is CopyToDense for complex128 tensors.
+func CopyToCDense(f dlpack.Foreign) (*mat.CDense, error) {
 	data, rows, cols, err := copy2D[complex128](f)
 	if err != nil {
 		return nil, err
@@ -169,9 +122,9 @@ func CopyCDense(f dlpack.Foreign) (*mat.CDense, error) {
 	return mat.NewCDense(rows, cols, data), nil
 }
 
-// CopyVecDense copies a 1-d float64 CPU tensor of any stride into a new
+// CopyToVecDense copies a 1-d float64 CPU tensor of any stride into a new
 // *mat.VecDense.
-func CopyVecDense(f dlpack.Foreign) (*mat.VecDense, error) {
+func CopyToVecDense(f dlpack.Foreign) (*mat.VecDense, error) {
 	if f.NDim() != 1 || f.Dim(0) == 0 {
 		return nil, layoutErr(dlpack.ErrShape, "dl_tensor.shape", f.Shape(), "a vector needs 1 non-empty dimension")
 	}

@@ -38,7 +38,7 @@ func TestProductOfCMatrix(t *testing.T) {
 	ct := cMatrix([]int64{2, 3}, []int64{3, 1}, 1, 2, 3, 4, 5, 6)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	a, err := dlgonum.Dense(f)
+	a, err := dlgonum.ToDense(f)
 	require.NoError(t, err)
 	b := mat.NewDense(3, 2, []float64{7, 8, 9, 10, 11, 12})
 	var c mat.Dense
@@ -48,10 +48,10 @@ func TestProductOfCMatrix(t *testing.T) {
 	a.Set(0, 0, 100) // writes C's memory
 	assert.Equal(t, 100+2+3+4+5+6.0, cshim.SumVersioned(ct.Ptr))
 
-	m, err := dlgonum.ExportDense(&c)
+	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.DefaultRequest())
 	require.NoError(t, err)
-	assert.Equal(t, 58+64+139+154.0, cshim.SumVersioned(unsafe.Pointer(m)))
-	cshim.ReleaseVersioned(unsafe.Pointer(m))
+	assert.Equal(t, 58+64+139+154.0, cshim.SumVersioned(m.Pointer()))
+	cshim.ReleaseVersioned(m.Pointer())
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 	runtime.KeepAlive(a)
 }
@@ -62,7 +62,7 @@ func TestDenseWithRowStride(t *testing.T) {
 	ct := cMatrix([]int64{2, 3}, []int64{4, 1}, 1, 2, 3, -1, 4, 5, 6, -1)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	a, err := dlgonum.Dense(f)
+	a, err := dlgonum.ToDense(f)
 	require.NoError(t, err)
 	assert.Equal(t, 4, a.RawMatrix().Stride)
 	assert.True(t, mat.Equal(a, mat.NewDense(2, 3, []float64{1, 2, 3, 4, 5, 6})))
@@ -76,7 +76,7 @@ func TestDenseOwnsTheTensor(t *testing.T) {
 	func() {
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err)
-		a, err := dlgonum.Dense(f)
+		a, err := dlgonum.ToDense(f)
 		require.NoError(t, err)
 		for i := 0; i < 5; i++ {
 			runtime.GC()
@@ -114,7 +114,7 @@ func TestDenseRefusals(t *testing.T) {
 		ct := cshim.Make(c.spec())
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err, c.name)
-		_, err = dlgonum.Dense(f)
+		_, err = dlgonum.ToDense(f)
 		require.ErrorIs(t, err, c.err, c.name)
 		var fe *dlpack.FieldError
 		require.ErrorAs(t, err, &fe, c.name)
@@ -136,7 +136,7 @@ func TestCopyDense(t *testing.T) {
 	ct := cshim.Make(s)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	a, err := dlgonum.CopyDense(f)
+	a, err := dlgonum.CopyToDense(f)
 	require.NoError(t, err)
 	assert.True(t, mat.Equal(a, mat.NewDense(2, 2, []float64{1, 3, 2, 4})))
 	a.Set(0, 0, 99)
@@ -154,9 +154,9 @@ func TestCopyDense(t *testing.T) {
 	ct = cshim.Make(rs)
 	f, err = dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	_, err = dlgonum.VecDense(f)
+	_, err = dlgonum.ToVecDense(f)
 	assert.ErrorIs(t, err, dlpack.ErrLayout)
-	rv, err := dlgonum.CopyVecDense(f)
+	rv, err := dlgonum.CopyToVecDense(f)
 	require.NoError(t, err)
 	assert.Equal(t, []float64{3, 2, 1}, rv.RawVector().Data)
 	f.Close()
@@ -168,23 +168,23 @@ func TestVectors(t *testing.T) {
 	ct := cMatrix([]int64{3}, []int64{2}, 1, 10, 2, 20, 3, 30)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	v, err := dlgonum.VecDense(f)
+	v, err := dlgonum.ToVecDense(f)
 	require.NoError(t, err)
 	assert.Equal(t, 2, v.RawVector().Inc)
 	assert.Equal(t, 14.0, mat.Dot(v, v))
 
 	w := mat.NewVecDense(4, []float64{1, 2, 3, 4})
-	m, err := dlgonum.ExportVecDense(w.SliceVec(1, 3).(*mat.VecDense))
+	m, err := dlpack.Produce(dlgonum.FromVecDense(w.SliceVec(1, 3).(*mat.VecDense)), dlpack.DefaultRequest())
 	require.NoError(t, err)
-	assert.Equal(t, 5.0, cshim.SumVersioned(unsafe.Pointer(m)))
-	cshim.ReleaseVersioned(unsafe.Pointer(m))
+	assert.Equal(t, 5.0, cshim.SumVersioned(m.Pointer()))
+	cshim.ReleaseVersioned(m.Pointer())
 
 	ct = cMatrix([]int64{3}, []int64{0}, 7)
 	f, err = dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	_, err = dlgonum.VecDense(f)
+	_, err = dlgonum.ToVecDense(f)
 	assert.ErrorIs(t, err, dlpack.ErrLayout, "broadcast vectors must be copied")
-	c, err := dlgonum.CopyVecDense(f)
+	c, err := dlgonum.CopyToVecDense(f)
 	require.NoError(t, err)
 	assert.Equal(t, []float64{7, 7, 7}, c.RawVector().Data)
 	f.Close()
@@ -193,10 +193,10 @@ func TestVectors(t *testing.T) {
 
 func TestComplex(t *testing.T) {
 	m := mat.NewCDense(2, 2, []complex128{1 + 1i, 2, 3, 4 - 1i})
-	e, err := dlgonum.ExportCDense(m)
+	e, err := dlpack.Produce(dlgonum.FromCDense(m), dlpack.DefaultRequest())
 	require.NoError(t, err)
-	err = dlpack.Borrow(unsafe.Pointer(e), func(f dlpack.Foreign) error {
-		c, err := dlgonum.CopyCDense(f)
+	err = dlpack.Borrow(e.Pointer(), func(f dlpack.Foreign) error {
+		c, err := dlgonum.CopyToCDense(f)
 		if err == nil {
 			assert.True(t, mat.CEqual(c, m))
 		}
@@ -204,11 +204,11 @@ func TestComplex(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	e, err = dlgonum.ExportCDense(m)
+	e, err = dlpack.Produce(dlgonum.FromCDense(m), dlpack.DefaultRequest())
 	require.NoError(t, err)
-	f, err := dlpack.Import(unsafe.Pointer(e))
+	f, err := dlpack.Import(e.Pointer())
 	require.NoError(t, err)
-	c, err := dlgonum.CDense(f)
+	c, err := dlgonum.ToCDense(f)
 	require.NoError(t, err)
 	c.Set(1, 1, 9i)
 	assert.Equal(t, 9i, m.At(1, 1), "shared memory, Go -> Go")
@@ -217,15 +217,24 @@ func TestComplex(t *testing.T) {
 	runtime.KeepAlive(c)
 }
 
+// readOnly is a Source whose tensors are read-only.
+type readOnly struct{ dlpack.Source }
+
+func (r readOnly) DescribeTensor(d *dlpack.Description) error {
+	err := r.Source.DescribeTensor(d)
+	d.ReadOnly = true
+	return err
+}
+
 // Submatrix views export with their row stride.
 func TestExportSubmatrix(t *testing.T) {
 	big := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	sub := big.Slice(1, 3, 1, 3).(*mat.Dense) // 6 7 / 10 11
-	m, err := dlgonum.ExportDense(sub, dlpack.ReadOnly())
+	m, err := dlpack.Produce(readOnly{dlgonum.FromDense(sub)}, dlpack.DefaultRequest())
 	require.NoError(t, err)
-	assert.Equal(t, []int64{4, 1}, unsafe.Slice(m.DLTensor.Strides, 2))
-	assert.Equal(t, dlpack.FlagReadOnly, m.Flags)
-	assert.Equal(t, 34.0, cshim.SumVersioned(unsafe.Pointer(m)))
-	cshim.ReleaseVersioned(unsafe.Pointer(m))
+	assert.Equal(t, []int64{4, 1}, unsafe.Slice(m.Versioned.DLTensor.Strides, 2))
+	assert.Equal(t, dlpack.FlagReadOnly, m.Versioned.Flags)
+	assert.Equal(t, 34.0, cshim.SumVersioned(m.Pointer()))
+	cshim.ReleaseVersioned(m.Pointer())
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }

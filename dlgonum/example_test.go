@@ -5,7 +5,6 @@ package dlgonum_test
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlgonum"
@@ -15,17 +14,17 @@ import (
 // Lend a gonum matrix to a DLPack consumer and take one back, sharing
 // memory both ways. Here the consumer is Go; with C it would be the
 // pointer handed to a C function.
-func ExampleDense() {
+func ExampleToDense() {
 	a := mat.NewDense(2, 3, []float64{1, 2, 3, 4, 5, 6})
-	m, err := dlgonum.ExportDense(a)
+	m, err := dlpack.Produce(dlgonum.FromDense(a), dlpack.DefaultRequest())
 	if err != nil {
 		panic(err)
 	}
-	f, err := dlpack.Import(unsafe.Pointer(m))
+	f, err := dlpack.Import(m.Pointer())
 	if err != nil {
 		panic(err)
 	}
-	b, err := dlgonum.Dense(f) // b now owns f
+	b, err := dlgonum.ToDense(f) // b now owns f
 	if err != nil {
 		panic(err)
 	}
@@ -40,10 +39,10 @@ func ExampleDense() {
 
 // A gonum matrix through the producer protocol: a view keeps its row
 // stride, and the consumer shares the matrix's memory.
-func ExampleDenseTensor() {
+func ExampleFromDense() {
 	a := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	view := a.Slice(1, 3, 0, 2).(*mat.Dense)
-	f, err := dlpack.From(dlgonum.DenseTensor(view)) // Go to Go; dlpack.Produce for C
+	f, err := dlpack.From(dlgonum.FromDense(view)) // Go to Go; dlpack.Produce for C
 	if err != nil {
 		panic(err)
 	}

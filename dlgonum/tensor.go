@@ -27,25 +27,25 @@ type Tensor struct {
 	strides [2]int64
 }
 
-// DenseTensor returns m as a rows x cols float64 tensor with strides (row
+// FromDense returns m as a rows x cols float64 tensor with strides (row
 // stride, 1). An empty matrix (the zero Dense) is a (0, 0) tensor.
-func DenseTensor(m *mat.Dense) *Tensor {
+func FromDense(m *mat.Dense) *Tensor {
 	raw := m.RawMatrix()
 	return &Tensor{matrix: m, f64: raw.Data, ndim: 2,
 		shape: [2]int64{int64(raw.Rows), int64(raw.Cols)}, strides: [2]int64{int64(raw.Stride), 1}}
 }
 
-// VecDenseTensor returns v as a 1-d float64 tensor whose stride is v's
+// FromVecDense returns v as a 1-d float64 tensor whose stride is v's
 // increment. An empty vector is a (0,) tensor.
-func VecDenseTensor(v *mat.VecDense) *Tensor {
+func FromVecDense(v *mat.VecDense) *Tensor {
 	raw := v.RawVector()
 	return &Tensor{matrix: v, f64: raw.Data, ndim: 1,
 		shape: [2]int64{int64(raw.N)}, strides: [2]int64{int64(raw.Inc)}}
 }
 
-// CDenseTensor returns m as a rows x cols complex128 tensor with strides
+// FromCDense returns m as a rows x cols complex128 tensor with strides
 // (row stride, 1).
-func CDenseTensor(m *mat.CDense) *Tensor {
+func FromCDense(m *mat.CDense) *Tensor {
 	raw := m.RawCMatrix()
 	return &Tensor{matrix: m, c128: raw.Data, complex: true, ndim: 2,
 		shape: [2]int64{int64(raw.Rows), int64(raw.Cols)}, strides: [2]int64{int64(raw.Stride), 1}}

@@ -31,7 +31,7 @@ func settledOutstanding() int64 {
 func TestDenseTensorRoundTrip(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	view := m.Slice(1, 3, 1, 4).(*mat.Dense)
-	tn := dlgonum.DenseTensor(view)
+	tn := dlgonum.FromDense(view)
 	assert.Same(t, view, tn.Matrix())
 	f, err := dlpack.From(tn)
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestDenseTensorRoundTrip(t *testing.T) {
 	assert.True(t, f.Writable())
 	assert.Equal(t, uintptr(unsafe.Pointer(&view.RawMatrix().Data[0])), f.DataAddr()+uintptr(f.ByteOffset()), "shared, not copied")
 
-	back, err := dlgonum.Dense(f) // back owns f
+	back, err := dlgonum.ToDense(f) // back owns f
 	require.NoError(t, err)
 	assert.True(t, mat.Equal(view, back))
 	back.Set(1, 2, -1)
@@ -55,7 +55,7 @@ func TestDenseTensorRoundTrip(t *testing.T) {
 func TestDenseTensorToC(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	view := m.Slice(0, 2, 1, 3).(*mat.Dense) // 2, 3; 6, 7
-	p := dlgonum.DenseTensor(view)
+	p := dlgonum.FromDense(view)
 
 	mv, err := dlpack.Produce(p, dlpack.DefaultRequest())
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestDenseTensorOutlivesMatrix(t *testing.T) {
 		for i := 0; i < 64; i++ {
 			m.Set(i, i, 1)
 		}
-		mv, err := dlpack.Produce(dlgonum.DenseTensor(m), dlpack.DefaultRequest())
+		mv, err := dlpack.Produce(dlgonum.FromDense(m), dlpack.DefaultRequest())
 		require.NoError(t, err)
 		return mv
 	}()
@@ -105,14 +105,14 @@ func TestDenseTensorOutlivesMatrix(t *testing.T) {
 func TestVecDenseTensor(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	col := m.ColView(2).(*mat.VecDense)
-	mv, err := dlpack.Produce(dlgonum.VecDenseTensor(col), dlpack.DefaultRequest())
+	mv, err := dlpack.Produce(dlgonum.FromVecDense(col), dlpack.DefaultRequest())
 	require.NoError(t, err)
 	assert.Equal(t, 3+7+11.0, cshim.SumVersioned(mv.Pointer()))
 	f, err := mv.Import()
 	require.NoError(t, err)
 	assert.Equal(t, []int64{3}, f.Shape())
 	assert.Equal(t, []int64{4}, f.Strides())
-	v, err := dlgonum.VecDense(f) // owns f
+	v, err := dlgonum.ToVecDense(f) // owns f
 	require.NoError(t, err)
 	v.SetVec(1, 70)
 	assert.Equal(t, 70.0, m.At(1, 2))
@@ -123,14 +123,14 @@ func TestVecDenseTensor(t *testing.T) {
 func TestCDenseTensor(t *testing.T) {
 	m := mat.NewCDense(2, 3, []complex128{1 + 1i, 2, 3, 4, 5, 6 - 6i})
 	view := m.Slice(0, 2, 1, 3).(*mat.CDense)
-	mv, err := dlpack.Produce(dlgonum.CDenseTensor(view), dlpack.DefaultRequest())
+	mv, err := dlpack.Produce(dlgonum.FromCDense(view), dlpack.DefaultRequest())
 	require.NoError(t, err)
 	f, err := mv.Import()
 	require.NoError(t, err)
 	assert.Equal(t, dlpack.Complex128, f.DataType())
 	assert.Equal(t, []int64{2, 2}, f.Shape())
 	assert.Equal(t, []int64{3, 1}, f.Strides())
-	c, err := dlgonum.CopyCDense(f)
+	c, err := dlgonum.CopyToCDense(f)
 	require.NoError(t, err)
 	assert.True(t, mat.CEqual(view, c))
 	f.Close()
@@ -144,9 +144,9 @@ func TestEmptyTensors(t *testing.T) {
 		shape []int64
 		dt    dlpack.DataType
 	}{
-		{dlgonum.DenseTensor(&mat.Dense{}), []int64{0, 0}, dlpack.Float64},
-		{dlgonum.VecDenseTensor(&mat.VecDense{}), []int64{0}, dlpack.Float64},
-		{dlgonum.CDenseTensor(&mat.CDense{}), []int64{0, 0}, dlpack.Complex128},
+		{dlgonum.FromDense(&mat.Dense{}), []int64{0, 0}, dlpack.Float64},
+		{dlgonum.FromVecDense(&mat.VecDense{}), []int64{0}, dlpack.Float64},
+		{dlgonum.FromCDense(&mat.CDense{}), []int64{0, 0}, dlpack.Complex128},
 	} {
 		f, err := dlpack.From(c.p)
 		require.NoError(t, err)
@@ -165,12 +165,12 @@ func TestDenseTensorCopy(t *testing.T) {
 	m := mat.NewDense(2, 2, []float64{1, 2, 3, 4})
 	req := dlpack.DefaultRequest()
 	req.Copy = dlpack.CopyAlways
-	mv, err := dlpack.Produce(dlgonum.DenseTensor(m), req)
+	mv, err := dlpack.Produce(dlgonum.FromDense(m), req)
 	require.NoError(t, err)
 	f, err := mv.Import()
 	require.NoError(t, err)
 	assert.True(t, f.IsCopied())
-	c, err := dlgonum.Dense(f)
+	c, err := dlgonum.ToDense(f)
 	require.NoError(t, err)
 	c.Set(0, 0, 100)
 	assert.Equal(t, 1.0, m.At(0, 0), "a copy")

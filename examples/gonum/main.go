@@ -71,7 +71,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := dlgonum.Dense(f) // shares C's memory; a now owns the tensor
+	a, err := dlgonum.ToDense(f) // shares C's memory; a now owns the tensor
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,11 +82,11 @@ func main() {
 	var c mat.Dense
 	c.Mul(a, b)
 	fmt.Println("Go: C = 2A x B computed by gonum; handing it to C")
-	m, err := dlgonum.ExportDense(&c, dlpack.ReadOnly())
+	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.DefaultRequest())
 	if err != nil {
 		log.Fatal(err)
 	}
-	C.print_and_release((*C.DLManagedTensorVersioned)(unsafe.Pointer(m)))
+	C.print_and_release((*C.DLManagedTensorVersioned)(m.Pointer()))
 
 	// From here on nothing uses a: once collected, its tensor is released.
 	runtime.KeepAlive(a)
