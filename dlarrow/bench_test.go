@@ -42,14 +42,19 @@ func BenchmarkArrowProduce(b *testing.B) {
 }
 
 // BenchmarkArrowExport: as BenchmarkArrowProduce, with the column checked
-// afresh each time (dlarrow.Export: FromArray, DLPack, Release).
+// afresh each time (FromArray, DLPack, Release).
 func BenchmarkArrowExport(b *testing.B) {
 	b.ReportAllocs()
 	col := float32Column(1024)
 	defer col.Release()
 	req := dlpack.DefaultRequest()
 	for b.Loop() {
-		m, err := dlarrow.Export(col, req)
+		t, err := dlarrow.FromArray(col)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := t.DLPack(req)
+		t.Release()
 		if err != nil {
 			b.Fatal(err)
 		}

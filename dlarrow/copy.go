@@ -8,14 +8,14 @@ import (
 	"github.com/godlpack/dlpack"
 )
 
-// Copy is the explicit copy for what FromArray refuses to share: it
+// CopyFromArray is the explicit copy for what FromArray refuses to share: it
 // copies a flat array into a new Go tensor (a 1-d dlpack.Array, 256-byte
 // aligned, writable, owned by the caller), with null entries replaced by
 // fill. Boolean arrays are unpacked into bytes (T = bool). T must be the
 // element type of the array's storage (int32 for date32 and time32, int64
 // for the other temporal types, minifloat.Float16 for float16); otherwise
 // it fails with dlpack.ErrTypeMismatch. Other types fail as in FromArray.
-func Copy[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T], error) {
+func CopyFromArray[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T], error) {
 	want := dlpack.DataTypeOf[T]()
 	n := arr.Len()
 	out := dlpack.AlignedSlice[T](n)

@@ -1,6 +1,11 @@
 // Package dlarrow shares Apache Arrow Go memory (github.com/apache/arrow-go/v18)
 // with DLPack consumers and producers, in both directions, without copying.
 //
+//   - Into a tensor, no copy: FromArray, FromField, FromChunked, FromTensor.
+//   - Out of a tensor, sharing memory: ToArray, ToTensor.
+//   - Copies: CopyFromArray[T] (an array with nulls or booleans to a new
+//     array), CopyToArray (a strided or bool tensor to a new arrow.Array).
+//
 // # Out of Arrow (what pyarrow's __dlpack__ does, and more)
 //
 // FromArray describes an arrow.Array as a read-only CPU tensor sharing its
@@ -28,7 +33,7 @@
 // legacy one (which cannot carry the flag) gets a copy, or an error if it
 // forbids copies. Arrays with nulls (ErrNulls), booleans (ErrBitPacked)
 // and every other type (ErrType: dictionary, decimal, string, binary,
-// nested) are refused; Copy is the explicit copy that fills nulls and
+// nested) are refused; CopyFromArray is the explicit copy that fills nulls and
 // unpacks booleans.
 //
 // arrow-go arrays carry no device: their memory is CPU memory (Go heap

@@ -55,7 +55,7 @@ type Tensor struct {
 // sliced array gives a tensor starting at its offset.
 //
 // It refuses arrays with nulls at any level (ErrNulls, with the count;
-// Copy replaces them), booleans (ErrBitPacked; Copy[bool] unpacks them),
+// CopyFromArray replaces them), booleans (ErrBitPacked; CopyFromArray[bool] unpacks them),
 // and every other type (ErrType). FromArray retains arr; call Release on
 // the Tensor when no more exports are needed.
 func FromArray(arr arrow.Array) (*Tensor, error) {
@@ -133,17 +133,6 @@ func FromTensor(t tensor.Interface) (*Tensor, error) {
 	}
 	t.Retain()
 	return &Tensor{refs: exportRef{ref: t}, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
-}
-
-// Export is FromArray(arr) and its DLPack(req) in one call: the managed
-// tensor holds its own reference to arr until its deleter runs.
-func Export(arr arrow.Array, req dlpack.Request) (dlpack.Managed, error) {
-	t, err := FromArray(arr)
-	if err != nil {
-		return dlpack.Managed{}, err
-	}
-	defer t.Release()
-	return t.DLPack(req)
 }
 
 // DataType is the DLPack data type of the elements (the integer storage
@@ -232,7 +221,7 @@ type layout struct {
 func describe(arr arrow.Array, path string, start, n int) (layout, error) {
 	if nulls := nullsIn(arr, start, n); nulls > 0 {
 		return layout{}, &dlpack.FieldError{Field: path + ".null_count", Value: nulls, Err: ErrNulls,
-			Why: "DLPack has no nulls; Copy makes a dense copy with a fill value"}
+			Why: "DLPack has no nulls; CopyFromArray makes a dense copy with a fill value"}
 	}
 	data := arr.Data()
 	if fsl, ok := arr.(*array.FixedSizeList); ok {

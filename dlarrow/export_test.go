@@ -120,7 +120,7 @@ func TestFromArrayRefusals(t *testing.T) {
 		words    string
 	}{
 		{arrow.PrimitiveTypes.Float64, "[1, null, 3, null]", dlarrow.ErrNulls, "array.null_count = 2"},
-		{arrow.FixedWidthTypes.Boolean, "[true, false]", dlarrow.ErrBitPacked, "Copy[bool]"},
+		{arrow.FixedWidthTypes.Boolean, "[true, false]", dlarrow.ErrBitPacked, "CopyFromArray[bool]"},
 		{dict, `["a", "b", "a"]`, dlarrow.ErrType, "dictionary"},
 		{&arrow.Decimal128Type{Precision: 10, Scale: 2}, `["1.25"]`, dlarrow.ErrType, "decimal"},
 		{arrow.BinaryTypes.String, `["a"]`, dlarrow.ErrType, "utf8"},
@@ -265,33 +265,33 @@ func TestFromChunked(t *testing.T) {
 	}
 }
 
-func TestCopy(t *testing.T) {
+func TestCopyFromArray(t *testing.T) {
 	mem := checked(t)
 	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Float32, "[1, null, 3]")
 	defer arr.Release()
-	c, err := dlarrow.Copy[float32](arr, -1)
+	c, err := dlarrow.CopyFromArray[float32](arr, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := c.Data; len(got) != 3 || got[0] != 1 || got[1] != -1 || got[2] != 3 {
-		t.Errorf("Copy = %v, want [1 -1 3]", got)
+		t.Errorf("CopyFromArray = %v, want [1 -1 3]", got)
 	}
 	bools := fromJSON(t, mem, arrow.FixedWidthTypes.Boolean, "[true, false, null, true]")
 	defer bools.Release()
-	bs, err := dlarrow.Copy(bools, false)
+	bs, err := dlarrow.CopyFromArray(bools, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := bs.Data; len(got) != 4 || !got[0] || got[1] || got[2] || !got[3] {
-		t.Errorf("Copy[bool] = %v", got)
+		t.Errorf("CopyFromArray[bool] = %v", got)
 	}
-	if _, err := dlarrow.Copy[int32](arr, 0); !errors.Is(err, dlpack.ErrTypeMismatch) {
-		t.Errorf("Copy[int32] of float32: %v", err)
+	if _, err := dlarrow.CopyFromArray[int32](arr, 0); !errors.Is(err, dlpack.ErrTypeMismatch) {
+		t.Errorf("CopyFromArray[int32] of float32: %v", err)
 	}
 	str := fromJSON(t, mem, arrow.BinaryTypes.String, `["x"]`)
 	defer str.Release()
-	if _, err := dlarrow.Copy[uint8](str, 0); !errors.Is(err, dlarrow.ErrType) {
-		t.Errorf("Copy of a string array: %v", err)
+	if _, err := dlarrow.CopyFromArray[uint8](str, 0); !errors.Is(err, dlarrow.ErrType) {
+		t.Errorf("CopyFromArray of a string array: %v", err)
 	}
 }
 

@@ -8,7 +8,21 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlarrow"
 )
+
+// produce hands arr to a consumer through the protocol, the one way out of
+// Arrow: FromArray, then the Tensor's DLPack; the managed tensor holds its
+// own reference to arr until its deleter runs.
+func produce(arr arrow.Array, req dlpack.Request) (dlpack.Managed, error) {
+	t, err := dlarrow.FromArray(arr)
+	if err != nil {
+		return dlpack.Managed{}, err
+	}
+	defer t.Release()
+	return dlpack.Produce(t, req)
+}
 
 // checked returns an allocator that fails the test unless every byte it
 // handed out is back when the test ends.

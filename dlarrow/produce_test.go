@@ -24,7 +24,7 @@ func TestProduceToCThreads(t *testing.T) {
 	full.Release()
 	var ptrs []unsafe.Pointer
 	for range 8 {
-		m, err := dlarrow.Export(arr, dlpack.DefaultRequest())
+		m, err := produce(arr, dlpack.DefaultRequest())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestFromGoToGo(t *testing.T) {
 func TestArrowRoundTrip(t *testing.T) {
 	mem := checked(t)
 	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Uint16, "[1, 2, 3]")
-	m, err := dlarrow.Export(arr, dlpack.DefaultRequest())
+	m, err := produce(arr, dlpack.DefaultRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestEmptyArrayEveryRequest(t *testing.T) {
 	arr.Release()
 	defer col.Release()
 	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
-		m, err := dlarrow.Export(col, req)
+		m, err := produce(col, req)
 		if err != nil {
 			t.Fatalf("%+v: %v", req, err)
 		}

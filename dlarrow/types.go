@@ -12,11 +12,11 @@ import (
 // and value; errors.Is tells them apart.
 var (
 	// ErrNulls: the array (or a child of a FixedSizeList) has null
-	// entries, which DLPack cannot express. Copy makes a dense copy with
+	// entries, which DLPack cannot express. CopyFromArray makes a dense copy with
 	// the nulls replaced by a fill value.
 	ErrNulls = errors.New("dlarrow: array has nulls")
 	// ErrBitPacked: Arrow booleans are bits, DLPack booleans are bytes.
-	// Copy unpacks them into a bool tensor.
+	// CopyFromArray unpacks them into a bool tensor.
 	ErrBitPacked = errors.New("dlarrow: Arrow booleans are bit-packed")
 	// ErrType: the Arrow type has no DLPack tensor form (dictionary,
 	// decimal, string, binary, nested lists, structs, unions, ...), or the
@@ -75,7 +75,7 @@ func storageOf(t arrow.DataType) (s storage, err error) {
 	case *arrow.DurationType:
 		return storage{dlpack.Int64, t.Unit.String()}, nil
 	case *arrow.BooleanType:
-		return storage{}, typeErr(ErrBitPacked, t, "Arrow stores one bit per value, DLPack one byte; Copy[bool] unpacks them")
+		return storage{}, typeErr(ErrBitPacked, t, "Arrow stores one bit per value, DLPack one byte; CopyFromArray[bool] unpacks them")
 	case *arrow.DictionaryType:
 		return storage{}, typeErr(ErrType, t, "dictionary indices refer to another array; decode it first (compute.Take) or export the indices array")
 	}

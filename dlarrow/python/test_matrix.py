@@ -119,7 +119,7 @@ def write_doc(rows, path):
     lines += [
         "",
         "Errors of dlarrow are Go errors wrapping `dlarrow.ErrNulls`, `ErrBitPacked` or `ErrType`",
-        "(and `dlpack.FieldError`, naming the field and value). `dlarrow.Copy` is the explicit copy",
+        "(and `dlpack.FieldError`, naming the field and value). `dlarrow.CopyFromArray` is the explicit copy",
         "for nulls (a fill value) and booleans (unpacked to bytes). dlarrow refuses with",
         "`BufferError`, as the array API standard asks of `__dlpack__`; pyarrow raises",
         "`ArrowTypeError`, a `TypeError`, which NumPy takes for an old producer without",
