@@ -4,7 +4,8 @@
 //   - Into a tensor, no copy: FromArray, FromField, FromChunked, FromTensor.
 //   - Out of a tensor, sharing memory: ToArray, ToTensor.
 //   - Copies: CopyFromArray[T] (any primitive array, nulls filled and booleans
-//     unpacked, to a new dlpack.Array), CopyToArray (a strided or bool tensor to a new arrow.Array).
+//     unpacked, to a new dlpack.Array), CopyToArray (a strided or bool
+//     tensor to a new arrow.Array).
 //
 // # Out of Arrow (what pyarrow's __dlpack__ does, and more)
 //
