@@ -36,7 +36,7 @@ func benchInput(b *testing.B, n int64) dlpack.Foreign {
 }
 
 // copyIn is the copying path: the tensor's elements copied into a Go
-// slice for onnxruntime_go's NewTensor.
+// slice for onnxruntime_go's ToValue.
 func copyIn(b *testing.B, f dlpack.Foreign) *ort.Tensor[float32] {
 	xs, err := dlpack.ReadOnlySlice[float32](f)
 	if err != nil {
@@ -57,7 +57,7 @@ func BenchmarkInput(b *testing.B) {
 		f := benchInput(b, sz.n)
 		b.Run(fmt.Sprintf("bridge/%s", sz.name), func(b *testing.B) {
 			for b.Loop() {
-				t, err := dlonnx.NewTensor(f)
+				t, err := dlonnx.ToValue(f)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -74,7 +74,7 @@ func BenchmarkInput(b *testing.B) {
 
 // A whole inference of Relu, from a DLPack tensor to a DLPack tensor of
 // the result. floor: ONNX Runtime's Run alone on tensors made beforehand;
-// bridge: NewTensor on the input, Run into an output made once, the
+// bridge: ToValue on the input, Run into an output made once, the
 // output handed to a DLPack consumer (dlpack.From) and released; copy:
 // onnxruntime_go's path, the input copied into Go memory and the output
 // allocated by ONNX Runtime and copied into Go memory by onnxruntime_go.
@@ -83,7 +83,7 @@ func BenchmarkInference(b *testing.B) {
 	for _, sz := range benchSizes {
 		f := benchInput(b, sz.n)
 		b.Run(fmt.Sprintf("floor/%s", sz.name), func(b *testing.B) {
-			x, err := dlonnx.NewTensor(f)
+			x, err := dlonnx.ToValue(f)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func BenchmarkInference(b *testing.B) {
 			defer y.Destroy()
 			b.SetBytes(4 * sz.n)
 			for b.Loop() {
-				x, err := dlonnx.NewTensor(f)
+				x, err := dlonnx.ToValue(f)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -19,7 +19,7 @@ import (
 type customData = ort.CustomDataTensor
 
 // Tensor is an ONNX Runtime tensor over memory described by DLPack: the
-// memory of its DLPack producer (NewTensor) or its own (CopyTensor,
+// memory of its DLPack producer (ToValue) or its own (CopyToValue,
 // NewOutput). It is an ort.Value, so pass it to a session's Run as an
 // input or an output; it has the methods of an *ort.CustomDataTensor
 // (GetData is its memory as bytes; one byte of the bridge's own for an
@@ -138,21 +138,21 @@ func checkShape(shape []int64) error {
 	return nil
 }
 
-// NewTensor makes an ONNX Runtime tensor sharing the memory of p, which
+// ToValue makes an ONNX Runtime tensor sharing the memory of p, which
 // must be a compact row-major, writable CPU tensor of a type ONNX Runtime
 // has. It never copies: a read-only tensor fails with dlpack.ErrReadOnly,
 // a strided one with dlpack.ErrLayout, another device with
 // dlpack.ErrDevice, another type with dlpack.ErrDataType, a 0-d tensor
-// with dlpack.ErrShape (use CopyTensor for the first two).
+// with dlpack.ErrShape (use CopyToValue for the first two).
 //
 // The Tensor takes its own reference to the memory (dlpack.FromRequest),
 // so the caller keeps whatever it had: a Foreign passed here is still the
 // caller's to Close, at any time. Go heap memory stays pinned until the
 // Tensor's last release. On error nothing is held.
-func NewTensor(p dlpack.Producer) (*Tensor, error) {
+func ToValue(p dlpack.Producer) (*Tensor, error) {
 	f, err := dlpack.FromRequest(p, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever, Writable: true})
 	if errors.Is(err, dlpack.ErrReadOnly) {
-		return nil, fmt.Errorf("dlonnx: NewTensor shares writable memory only (CopyTensor copies): %w", err)
+		return nil, fmt.Errorf("dlonnx: ToValue shares writable memory only (CopyToValue copies): %w", err)
 	}
 	if err != nil {
 		return nil, err
@@ -160,7 +160,7 @@ func NewTensor(p dlpack.Producer) (*Tensor, error) {
 	k, err := check(f)
 	if err == nil && !f.IsContiguous() {
 		err = &dlpack.FieldError{Field: "dl_tensor.strides", Value: f.Strides(), Err: dlpack.ErrLayout,
-			Why: "ONNX Runtime tensors are compact row-major; CopyTensor copies"}
+			Why: "ONNX Runtime tensors are compact row-major; CopyToValue copies"}
 	}
 	var data unsafe.Pointer
 	var nbytes uintptr
@@ -174,12 +174,12 @@ func NewTensor(p dlpack.Producer) (*Tensor, error) {
 	return newTensor(k, f.DataType(), f.Shape(), data, nbytes, f.Close, false)
 }
 
-// CopyTensor makes an ONNX Runtime tensor holding a compact copy of p, in
+// CopyToValue makes an ONNX Runtime tensor holding a compact copy of p, in
 // a new C buffer: any strides (zero and negative included), read-only or
 // not. The Tensor owns the copy; p is left as it was (a Foreign is still
-// the caller's to Close). It fails like NewTensor for devices, types and
+// the caller's to Close). It fails like ToValue for devices, types and
 // 0-d tensors.
-func CopyTensor(p dlpack.Producer) (*Tensor, error) {
+func CopyToValue(p dlpack.Producer) (*Tensor, error) {
 	f, err := dlpack.From(p)
 	if err != nil {
 		return nil, err
@@ -287,8 +287,8 @@ func (s *state) unref() {
 	s.release()
 }
 
-// Copied reports whether the Tensor holds its own memory (CopyTensor,
-// NewOutput) rather than sharing its producer's (NewTensor).
+// Copied reports whether the Tensor holds its own memory (CopyToValue,
+// NewOutput) rather than sharing its producer's (ToValue).
 func (t *Tensor) Copied() bool { return t.s.copied }
 
 // DType returns the DLPack data type of the elements.

@@ -105,21 +105,21 @@ func reference(x, w, b []float32) []float64 {
 
 // The MLP on inputs of every origin (Go heap, C producer, C buffer), each
 // shared with ONNX Runtime: the result matches ORT's own copying path
-// (onnxruntime_go's NewTensor on copies) bit for bit and a float64
+// (onnxruntime_go's ToValue on copies) bit for bit and a float64
 // reference closely, and reaches a DLPack consumer without a copy.
 func TestMLPFloat32(t *testing.T) {
 	s := session(t, "mlp_float32.onnx", "X", "W", "B")
 	xs, ws, bs := mlpInputs()
 
 	// X: Go memory, pinned while ONNX Runtime holds it.
-	x, err := dlonnx.NewTensor(dlpack.NewArray(xs, 4, 8))
+	x, err := dlonnx.ToValue(dlpack.NewArray(xs, 4, 8))
 	require.NoError(t, err)
 	defer x.Destroy()
 	// W: C memory from a C producer; its Foreign is closed at once.
 	cw := cTensor(dlpack.Float32, []int64{8, 3}, nil, f32bytes(ws...), 0)
 	fw, err := dlpack.Import(cw.Ptr)
 	require.NoError(t, err)
-	w, err := dlonnx.NewTensor(fw)
+	w, err := dlonnx.ToValue(fw)
 	require.NoError(t, err)
 	require.NoError(t, fw.Close())
 	assert.Equal(t, int64(0), cw.Deletes(), "the Tensor keeps the producer's memory")
@@ -128,7 +128,7 @@ func TestMLPFloat32(t *testing.T) {
 	buf, err := dlpack.NewBuffer[float32](3)
 	require.NoError(t, err)
 	copy(buf.Data(), bs)
-	b, err := dlonnx.NewTensor(buf)
+	b, err := dlonnx.ToValue(buf)
 	require.NoError(t, err)
 	buf.Close()
 	defer b.Destroy()
@@ -189,7 +189,7 @@ func TestEveryElementType(t *testing.T) {
 			ct := cTensor(dt, []int64{n}, nil, data, 0)
 			f, err := dlpack.Import(ct.Ptr)
 			require.NoError(t, err)
-			x, err := dlonnx.NewTensor(f)
+			x, err := dlonnx.ToValue(f)
 			require.NoError(t, err)
 			f.Close()
 			ot, err := dlonnx.ElementType(dt)
@@ -269,7 +269,7 @@ func asBytes[T dlpack.Element](t *testing.T, f dlpack.Foreign) []byte {
 func TestInputIsShared(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
 	arr := dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)
-	x, err := dlonnx.NewTensor(arr)
+	x, err := dlonnx.ToValue(arr)
 	require.NoError(t, err)
 	defer x.Destroy()
 	y, err := dlonnx.NewOutput(dlpack.Float32, 4)
@@ -290,7 +290,7 @@ func TestChainedRuns(t *testing.T) {
 	buf, err := dlpack.NewBuffer[float32](3)
 	require.NoError(t, err)
 	copy(buf.Data(), []float32{-2, 0.5, 7})
-	x, err := dlonnx.NewTensor(buf)
+	x, err := dlonnx.ToValue(buf)
 	require.NoError(t, err)
 	buf.Close()
 	for i := 0; i < 3; i++ {
@@ -298,7 +298,7 @@ func TestChainedRuns(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 		x.Destroy()
-		x, err = dlonnx.NewTensor(y)
+		x, err = dlonnx.ToValue(y)
 		require.NoError(t, err)
 		assert.Equal(t, unsafe.Pointer(&y.GetData()[0]), unsafe.Pointer(&x.GetData()[0]))
 		y.Destroy() // x holds the memory now
@@ -318,7 +318,7 @@ func TestOneLifetime(t *testing.T) {
 			ct := cTensor(dlpack.Float32, []int64{2, 2}, nil, f32bytes(1, 2, 3, 4), 0)
 			f, err := dlpack.Import(ct.Ptr)
 			require.NoError(t, err)
-			x, err := dlonnx.NewTensor(f)
+			x, err := dlonnx.ToValue(f)
 			require.NoError(t, err)
 			m, err := dlpack.Produce(x, dlpack.DefaultRequest())
 			require.NoError(t, err)
@@ -339,7 +339,7 @@ func TestOneLifetime(t *testing.T) {
 // memory and ORT's value live until the consumer's deleter.
 func TestOutputOutlivesDestroy(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	x, err := dlonnx.NewTensor(dlpack.NewArray([]float32{1, -2, 3}, 3))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{1, -2, 3}, 3))
 	require.NoError(t, err)
 	y, err := dlonnx.NewOutput(dlpack.Float32, 3)
 	require.NoError(t, err)
@@ -361,8 +361,8 @@ func TestOutputOutlivesDestroy(t *testing.T) {
 	assert.ErrorIs(t, err, dlpack.ErrClosed, "nothing left to hand out")
 }
 
-// What NewTensor cannot share is refused with the sentinel and field,
-// holds nothing, and leaves the caller's Foreign as it was; CopyTensor
+// What ToValue cannot share is refused with the sentinel and field,
+// holds nothing, and leaves the caller's Foreign as it was; CopyToValue
 // copies the layouts and read-only tensors.
 func TestRefusalsAndCopies(t *testing.T) {
 	data := f32bytes(1, 2, 3, 4, 5, 6)
@@ -372,7 +372,7 @@ func TestRefusalsAndCopies(t *testing.T) {
 		want    error
 		field   string
 		copied  []float32
-		refuses bool // CopyTensor refuses it too
+		refuses bool // CopyToValue refuses it too
 	}{
 		{"read-only", func() cshim.Tensor {
 			return cTensor(dlpack.Float32, []int64{2, 3}, nil, data, uint64(dlpack.FlagReadOnly))
@@ -407,7 +407,7 @@ func TestRefusalsAndCopies(t *testing.T) {
 				f.Close()
 				assert.Equal(t, int64(1), ct.Deletes())
 			}()
-			_, err = dlonnx.NewTensor(f)
+			_, err = dlonnx.ToValue(f)
 			require.ErrorIs(t, err, c.want)
 			var fe *dlpack.FieldError
 			if c.field != "" {
@@ -421,7 +421,7 @@ func TestRefusalsAndCopies(t *testing.T) {
 			if os.Getenv("ONNXRUNTIME_LIB") == "" && os.Getenv("DLONNX_MODELS") == "" {
 				return // the copies need ONNX Runtime
 			}
-			cp, err := dlonnx.CopyTensor(f)
+			cp, err := dlonnx.CopyToValue(f)
 			if c.refuses {
 				require.ErrorIs(t, err, c.want)
 				return
@@ -439,7 +439,7 @@ func TestRefusalsAndCopies(t *testing.T) {
 // bridge lends one of its own).
 func TestEmpty(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	x, err := dlonnx.NewTensor(dlpack.NewArray([]float32{}, 0))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{}, 0))
 	require.NoError(t, err)
 	defer x.Destroy()
 	y, err := dlonnx.NewOutput(dlpack.Float32, 0)
@@ -472,10 +472,10 @@ func TestUnreachableTensorIsReleased(t *testing.T) {
 	func() {
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err)
-		_, err = dlonnx.NewTensor(f)
+		_, err = dlonnx.ToValue(f)
 		require.NoError(t, err)
 		f.Close()
-		_, err = dlonnx.NewTensor(dlpack.NewArray(make([]float32, 1000), 10, 100))
+		_, err = dlonnx.ToValue(dlpack.NewArray(make([]float32, 1000), 10, 100))
 		require.NoError(t, err)
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ct.Deletes() == 0 && time.Now().Before(deadline); {

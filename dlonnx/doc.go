@@ -1,13 +1,13 @@
 // Package dlonnx runs ONNX Runtime (through github.com/yalue/onnxruntime_go)
 // on DLPack tensors without copying them, in and out.
 //
-// Into ONNX Runtime: NewTensor makes an ONNX Runtime tensor over the memory
+// Into ONNX Runtime: ToValue makes an ONNX Runtime tensor over the memory
 // of any DLPack producer (an imported dlpack.Foreign, a dlpack.Array or
 // Buffer, another Tensor) when it is a compact, writable CPU tensor of a
 // type ONNX Runtime has: int8 to int64, uint8 to uint64, float16, bfloat16
 // (minifloat.Float16, minifloat.BFloat16), float32, float64, bool,
 // float8_e4m3fn and float8_e5m2 (minifloat.E4M3FN, minifloat.E5M2).
-// CopyTensor is the explicit copy for every other layout (strided,
+// CopyToValue is the explicit copy for every other layout (strided,
 // broadcast, negative strides) and for read-only tensors. A *Tensor is an
 // onnxruntime_go Value: pass it to a session's Run as an input.
 //
@@ -36,9 +36,9 @@
 // (CreateTensorWithDataAsOrtValue) after the call that made it returns, and
 // reads it in every Run. onnxruntime_go passes the slice it is given as it
 // is. Memory outside the Go heap (C memory, mmap: tensors from NumPy,
-// PyTorch, a dlpack.Buffer, NewOutput, CopyTensor) needs nothing more. Go
+// PyTorch, a dlpack.Buffer, NewOutput, CopyToValue) needs nothing more. Go
 // heap memory (a dlpack.Array, a Go export coming back) is pinned with a
-// runtime.Pinner from NewTensor until the last release above, so C holds a
+// runtime.Pinner from ToValue until the last release above, so C holds a
 // Go pointer only while it is pinned, as the cgo rules require; the suite
 // runs under GOEXPERIMENT=cgocheck2.
 //
@@ -48,8 +48,8 @@
 // planner never reuses a buffer the caller provided; it writes an output's
 // buffer during Run. An ONNX Runtime tensor is nonetheless a writable
 // object (GetTensorMutableData, onnxruntime_go's ZeroContents, binding as
-// an output), so NewTensor shares only writable memory and refuses
-// read-only tensors with dlpack.ErrReadOnly; CopyTensor copies them.
+// an output), so ToValue shares only writable memory and refuses
+// read-only tensors with dlpack.ErrReadOnly; CopyToValue copies them.
 //
 // # Choices
 //

@@ -30,7 +30,7 @@ func Example() {
 	}
 	defer s.Destroy()
 
-	x, err := dlonnx.NewTensor(dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)) // shares the array
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)) // shares the array
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -56,12 +56,12 @@ func Example() {
 	fmt.Println(ys) // [0 2 0 4]
 }
 
-// NewTensor never copies: read-only memory is refused, and CopyTensor is
+// ToValue never copies: read-only memory is refused, and CopyToValue is
 // the explicit copy.
-func ExampleNewTensor_readOnly() {
+func ExampleToValue_readOnly() {
 	a := dlpack.NewArray([]float32{1, 2, 3}, 3)
 	a.ReadOnly = true
-	_, err := dlonnx.NewTensor(a)
+	_, err := dlonnx.ToValue(a)
 	fmt.Println(errors.Is(err, dlpack.ErrReadOnly))
 	// Output: true
 }

@@ -9,11 +9,11 @@ import "github.com/godlpack/dlpack"
 // return dlpack.ErrCgoRequired.
 type Tensor struct{}
 
-// NewTensor returns dlpack.ErrCgoRequired without cgo.
-func NewTensor(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
+// ToValue returns dlpack.ErrCgoRequired without cgo.
+func ToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
 
-// CopyTensor returns dlpack.ErrCgoRequired without cgo.
-func CopyTensor(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
+// CopyToValue returns dlpack.ErrCgoRequired without cgo.
+func CopyToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
 
 // NewOutput returns dlpack.ErrCgoRequired without cgo.
 func NewOutput(dt dlpack.DataType, shape ...int64) (*Tensor, error) {

@@ -12,11 +12,11 @@ import (
 
 func TestWithoutCgo(t *testing.T) {
 	a := dlpack.NewArray([]float32{1, 2}, 2)
-	if _, err := dlonnx.NewTensor(a); !errors.Is(err, dlpack.ErrCgoRequired) {
-		t.Errorf("NewTensor: %v, want ErrCgoRequired", err)
+	if _, err := dlonnx.ToValue(a); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("ToValue: %v, want ErrCgoRequired", err)
 	}
-	if _, err := dlonnx.CopyTensor(a); !errors.Is(err, dlpack.ErrCgoRequired) {
-		t.Errorf("CopyTensor: %v, want ErrCgoRequired", err)
+	if _, err := dlonnx.CopyToValue(a); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("CopyToValue: %v, want ErrCgoRequired", err)
 	}
 	if _, err := dlonnx.NewOutput(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("NewOutput: %v, want ErrCgoRequired", err)

@@ -23,7 +23,7 @@ func TestRustBothWays(t *testing.T) {
 	f, err := dlpack.Import(in)
 	require.NoError(t, err)
 	addr := f.DataAddr()
-	x, err := dlonnx.NewTensor(f)
+	x, err := dlonnx.ToValue(f)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	assert.False(t, x.Copied())

@@ -6,7 +6,7 @@
 //
 // goort.py loads it with ctypes.PyDLL (every call holds the GIL). Inputs
 // are shared with ONNX Runtime when they are compact and writable, else
-// copied (dlonnx.CopyTensor); outputs are written by ONNX Runtime into
+// copied (dlonnx.CopyToValue); outputs are written by ONNX Runtime into
 // memory that the consumer then reads without a copy.
 package main
 
@@ -201,9 +201,9 @@ func consume(capsule uintptr) (*dlonnx.Tensor, error) {
 		return nil, err
 	}
 	defer f.Close()
-	t, err := dlonnx.NewTensor(f)
+	t, err := dlonnx.ToValue(f)
 	if errors.Is(err, dlpack.ErrReadOnly) || errors.Is(err, dlpack.ErrLayout) {
-		t, err = dlonnx.CopyTensor(f)
+		t, err = dlonnx.CopyToValue(f)
 	}
 	return t, err
 }
@@ -226,7 +226,7 @@ func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
 	}
 	defer want.Close()
 	// A compact copy of any layout, read as bytes.
-	w, err := dlonnx.CopyTensor(want)
+	w, err := dlonnx.CopyToValue(want)
 	if err != nil {
 		return false, err
 	}
