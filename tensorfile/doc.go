@@ -19,7 +19,7 @@
 //     Fortran order column-major ones. dtypes: bool, int8..int64,
 //     uint8..uint64, float16, float32, float64, complex64, complex128, in
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
-//     with ErrByteOrder (CopyNPY converts it into a Buffer); object,
+//     with ErrByteOrder (ReadNPY converts it into a Buffer); object,
 //     structured, string and datetime dtypes fail with ErrDType.
 //   - .npz: members ending in ".npy", named without it. Stored members
 //     whose data offset suits the element's alignment are mapped; the

@@ -28,7 +28,7 @@ var (
 	// datetimes, sub-byte safetensors types.
 	ErrDType = errors.New("tensorfile: unsupported data type")
 	// ErrByteOrder: big-endian data, which cannot be shared with a
-	// little-endian consumer without a copy (CopyNPY converts it).
+	// little-endian consumer without a copy (ReadNPY converts it).
 	ErrByteOrder = errors.New("tensorfile: big-endian data cannot be mapped")
 	// ErrNotFound: no tensor of that name in the file.
 	ErrNotFound = errors.New("tensorfile: no such tensor")

@@ -37,7 +37,7 @@ func ReadWrite() Option { return Option{writable: true} }
 type File struct {
 	mu       sync.RWMutex
 	closed   bool
-	m        *mapping // nil when nothing is mapped (CopyNPY)
+	m        *mapping // nil when nothing is mapped (ReadNPY)
 	writable bool
 	tensors  []*Tensor
 	byName   map[string]*Tensor
@@ -244,7 +244,7 @@ func (t *Tensor) NBytes() int64 { return t.nbytes }
 // Mapped reports whether the tensor is a view of the file's mapping (true
 // for .npy and safetensors tensors and for stored, suitably aligned .npz
 // members) rather than a copy in a dlpack.Buffer (deflated or misaligned
-// .npz members, CopyNPY).
+// .npz members, ReadNPY).
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 
 // ReadOnly reports whether exports of the tensor are read-only.

@@ -251,7 +251,7 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 // OpenNPY maps the .npy file at path (read-only unless ReadWrite) and
 // returns a File holding one tensor, named "", a view of the file's data:
 // row-major strides for C order, column-major for Fortran order. Nothing
-// of the data is read. Big-endian arrays fail with ErrByteOrder (CopyNPY
+// of the data is read. Big-endian arrays fail with ErrByteOrder (ReadNPY
 // converts them); object and structured dtypes with ErrDType; headers
 // that disagree with the file's size with ErrTruncated.
 func OpenNPY(path string, opts ...Option) (*File, error) {
@@ -304,7 +304,7 @@ func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bo
 		return nil, err
 	}
 	if h.bigEndian {
-		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; CopyNPY converts it")
+		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; ReadNPY converts it")
 	}
 	t := &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, readOnly: readOnly}
 	if h.nbytes > 0 {
@@ -322,12 +322,12 @@ func (h *npyHeader) checkSize(n int64) error {
 	return nil
 }
 
-// CopyNPY reads the .npy file at path into memory outside the Go heap (a
+// ReadNPY reads the .npy file at path into memory outside the Go heap (a
 // dlpack.Buffer) and returns a File holding that copy, in native (little-
 // endian) byte order: the explicit way to open big-endian arrays. Its
 // tensor is writable and not Mapped; writes do not reach the file. Buffers
-// need cgo: without it CopyNPY fails with dlpack.ErrCgoRequired.
-func CopyNPY(path string) (*File, error) {
+// need cgo: without it ReadNPY fails with dlpack.ErrCgoRequired.
+func ReadNPY(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, err

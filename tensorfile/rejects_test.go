@@ -56,7 +56,7 @@ var badFiles = []badFile{
 	{"npy", "float64 without byte order ('|f8')", npyBytes("{'descr': '|f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
 	{"npy", "unknown type character", npyBytes("{'descr': '<x4', 'fortran_order': False, 'shape': (3,), }", make([]byte, 12)), tensorfile.ErrDType},
 	{"npy", "item size with a sign", npyBytes("{'descr': '<f+8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrDType},
-	{"npy", "big-endian float64 (OpenNPY; CopyNPY converts it)", npyBytes("{'descr': '>f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrByteOrder},
+	{"npy", "big-endian float64 (OpenNPY; ReadNPY converts it)", npyBytes("{'descr': '>f8', 'fortran_order': False, 'shape': (3,), }", f8x3), tensorfile.ErrByteOrder},
 	{"npy", "one-element shape without a comma", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3), }", f8x3), tensorfile.ErrFormat},
 	{"npy", "shape not a tuple", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': [3], }", f8x3), tensorfile.ErrFormat},
 	{"npy", "negative dimension", npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-3,), }", f8x3), tensorfile.ErrLayout},
@@ -140,11 +140,11 @@ func openAs(t testing.TB, c badFile) error {
 	case "npy":
 		f, err = tensorfile.OpenNPY(p)
 		if !errors.Is(c.want, tensorfile.ErrByteOrder) {
-			if g, cerr := tensorfile.CopyNPY(p); cerr == nil || !errors.Is(cerr, c.want) {
+			if g, cerr := tensorfile.ReadNPY(p); cerr == nil || !errors.Is(cerr, c.want) {
 				if g != nil {
 					g.Close()
 				}
-				t.Errorf("%s: CopyNPY: got %v, want %v", c.what, cerr, c.want)
+				t.Errorf("%s: ReadNPY: got %v, want %v", c.what, cerr, c.want)
 			}
 		}
 	case "npz":
@@ -180,7 +180,7 @@ of malformed .npy, .npz and safetensors files. For every row, opening the
 file fails with the sentinel shown (test it with ` + "`errors.Is`" + `), the error is a
 ` + "`*dlpack.FieldError`" + ` naming the field, nothing stays mapped, and nothing is
 read outside the file. .npy rows are checked with both ` + "`OpenNPY`" + ` and
-` + "`CopyNPY`" + ` (except the big-endian row, which ` + "`CopyNPY`" + ` converts). Regenerate
+` + "`ReadNPY`" + ` (except the big-endian row, which ` + "`ReadNPY`" + ` converts). Regenerate
 with ` + "`UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile`" + `
 
 `)
