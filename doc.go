@@ -2,6 +2,43 @@
 // DLPack, the in-memory tensor ABI shared by NumPy, PyTorch, JAX, CuPy,
 // Arrow and most C/C++ array code, without copying the data.
 //
+// # Which path to take
+//
+// Two paths, one for each kind of value a caller holds:
+//
+//   - Any Go value (a slice, a gonum matrix, an image, an Arrow array, a
+//     mapped file, a tensor imported earlier): the producer protocol.
+//     [Produce] hands it to a C, Rust or Python consumer as a managed
+//     tensor; [From] takes it as a [Foreign] in Go, with no C at all. A
+//     type joins by being a [Source] (it describes its memory) or a
+//     [Producer] (it answers a [Request]); a copy is asked for, never
+//     implied: Request{Copy: CopyAlways}.
+//   - Raw C pointers (a DLManagedTensorVersioned* or DLManagedTensor* from
+//     or for C code): [Import] and [ImportLegacy] take ownership of one,
+//     [Borrow] and [BorrowLegacy] only for the length of a callback, and
+//     [Export] and [ExportLegacy] lend a Go slice to C as one.
+//
+// Every bridge names its four directions the same way, after the package
+// name: FromX (X into a tensor, no copy), ToX (a tensor to X, sharing
+// memory), and CopyFromX/CopyToX for the explicit copies (dlgonum.FromDense,
+// dlgonum.ToDense, dlgonum.CopyToDense). The README's bridges table lists
+// them for every package.
+//
+// # The producer protocol
+//
+// A [Producer] hands out its tensor on request (the Go form of Python's
+// __dlpack__), and [From] takes any producer as a [Foreign]. A [Source]
+// only describes its memory and gets the rest from [Produce] and [From]:
+// [Array] (a Go slice with a shape), [Buffer], [Foreign] (an import handed
+// on, one release chain) and the bridges' types are Sources. Go to Go,
+// From uses no C at all.
+//
+//	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+//	m, err := dlpack.Produce(a, dlpack.DefaultRequest()) // m.Pointer() for C
+//	...
+//	f, err := dlpack.From(a) // Go to Go: a Foreign sharing a's memory
+//	defer f.Close()
+//
 // # Ownership
 //
 // A DLPack tensor is lent, never shared: exactly one party owns a managed
@@ -16,7 +53,7 @@
 // returns. Views of the data ([Slice], [ViewOf]) are valid only while the
 // tensor is open, and read-only data is never handed out writable.
 //
-// # A round trip
+// # A round trip through C
 //
 //	xs := []float32{1, 2, 3, 4, 5, 6}
 //	m, err := dlpack.Export(xs, []int64{2, 3}) // lend to C; C calls m's deleter
@@ -28,14 +65,6 @@
 //	defer f.Close()
 //	ys, err := dlpack.Slice[float32](f)
 //
-// # The producer protocol
-//
-// A [Producer] hands out its tensor on request (the Go form of Python's
-// __dlpack__), and [From] takes any producer as a [Foreign]. A [Source]
-// only describes its memory and gets the rest from [Produce] and [From]:
-// [Array] (a Go slice with a shape), [Buffer], [Foreign] (an import handed
-// on, one release chain) and the bridges' types are Sources. Go to Go,
-// From uses no C at all.
 // # From other cgo packages
 //
 // Each cgo package has its own C.DLManagedTensorVersioned type, distinct
@@ -64,7 +93,9 @@
 // The bridges are producers and consumers of the protocol: dlgonum (gonum
 // matrices), dlimage (the standard library's images), dlarrow (Apache
 // Arrow Go arrays and memory-mapped IPC files), tensorfile (.npy, .npz and
-// safetensors files, memory-mapped), dlonnx (ONNX Runtime tensors) and
+// safetensors files, memory-mapped; cmd/tensorfile inspects and converts
+// them), dlonnx (ONNX Runtime tensors), dlflight (tensors over Arrow
+// Flight), dlgomlx (GoMLX tensors) and
 // pycapsule (Go code loaded into Python: __dlpack__ and the C exchange
 // API). The DLPack 1.3 exchange API is [PublishedExchangeAPI] and
 // [OpenExchangeAPI].

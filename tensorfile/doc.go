@@ -2,6 +2,14 @@
 // tensors without reading their data, and writes any DLPack producer to
 // those formats.
 //
+//   - Into a tensor, no copy: OpenNPY, OpenNPZ, OpenSafetensors (each
+//     tensor of the File a view of the mapping).
+//   - Copies: ReadNPY (a .npy file read into memory, big-endian data
+//     converted), WriteNPY, WriteNPZ, WriteSafetensors (any producer to a
+//     file).
+//
+// The command line over this package is cmd/tensorfile (inspect, convert).
+//
 // # Into Go: OpenNPY, OpenNPZ, OpenSafetensors
 //
 // Opening maps the whole file (read-only, or read-write with ReadWrite)
