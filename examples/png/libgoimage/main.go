@@ -126,8 +126,8 @@ func goimage_free(id C.int64_t) {
 const (
 	whatPixels  = 0 // dlimage.FromImage: zero copy, 8-bit types only
 	whatCopy16  = 1 // dlimage.CopyFromGray16, CopyFromRGBA64, CopyFromNRGBA64
-	whatPalette = 2 // dlimage.Palette of a *image.Paletted
-	whatY       = 3 // dlimage.Planes of a *image.YCbCr
+	whatPalette = 2 // dlimage.CopyFromPalette of a *image.Paletted
+	whatY       = 3 // dlimage.FromYCbCr of a *image.YCbCr
 	whatCb      = 4
 	whatCr      = 5
 )
