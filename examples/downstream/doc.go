@@ -14,4 +14,7 @@
 //   - viaflags (build tag dlpack_cflags): C code that includes
 //     <dlpack/dlpack.h> from the library's module directory, found with
 //     CGO_CFLAGS="-I$(go list -f '{{.Dir}}' github.com/godlpack/dlpack)/include".
+//
+// Run it from the repository root with `make downstream` (or `bash
+// examples/downstream/check.sh`), which builds and tests it both ways.
 package downstream
