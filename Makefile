@@ -201,7 +201,7 @@ compare:
 # test`: CI has none). gpu-build stages here everything the run needs into
 # .build/gpu; the GPU machine then runs `bash .build/gpu/run.sh` in a copy
 # of the repository with .build/gpu carried along, and writes
-# interop-matrix-gpu.md into $OUT (see the README). gpu-check runs the staged suite here: without CUDA the CUDA
+# interop-matrix-gpu.md into $OUT (see docs/gpu.md). gpu-check runs the staged suite here: without CUDA the CUDA
 # cases collect and skip, and the checks of the helpers run on the CPU.
 .PHONY: gpu-build gpu-check
 GPU_STAGE := .build/gpu

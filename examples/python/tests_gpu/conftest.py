@@ -176,7 +176,7 @@ def pytest_sessionfinish(session):
     with open(path, "w") as f:
         f.write("# GPU interoperability matrix\n\n")
         f.write("Generated on a machine with an NVIDIA GPU by the GPU suite (`make gpu-build` here, then "
-                "`bash .build/gpu/run.sh` there; see the README) from the outcome of each case. Each case checks "
+                "`bash .build/gpu/run.sh` there; see docs/gpu.md) from the outcome of each case. Each case checks "
                 "the values (computed on the GPU by the consuming framework), the same device pointer where "
                 "zero copy is promised, that the producer's memory is freed once after every holder let go, "
                 "and that Go ends with nothing outstanding.\n\n")
