@@ -46,7 +46,7 @@ typedef struct DLManagedTensorVersioned {
 // Our header next to another dlpack.h in one C file: an upstream-guarded
 // 1.x header first or second is fine (the first declares the ABI), a
 // pre-1.0 one first is refused with our message, and a copy under another
-// guard conflicts, as the README says.
+// guard conflicts, as docs/embedding.md says.
 func TestHeaderBesideAnother(t *testing.T) {
 	cc, err := exec.LookPath("cc")
 	if err != nil {
