@@ -36,7 +36,7 @@ func benchInput(b *testing.B, n int64) dlpack.Foreign {
 }
 
 // copyIn is the copying path: the tensor's elements copied into a Go
-// slice for onnxruntime_go's ToValue.
+// slice for onnxruntime_go's NewTensor.
 func copyIn(b *testing.B, f dlpack.Foreign) *ort.Tensor[float32] {
 	xs, err := dlpack.ReadOnlySlice[float32](f)
 	if err != nil {

@@ -105,7 +105,7 @@ func reference(x, w, b []float32) []float64 {
 
 // The MLP on inputs of every origin (Go heap, C producer, C buffer), each
 // shared with ONNX Runtime: the result matches ORT's own copying path
-// (onnxruntime_go's ToValue on copies) bit for bit and a float64
+// (onnxruntime_go's NewTensor on copies) bit for bit and a float64
 // reference closely, and reaches a DLPack consumer without a copy.
 func TestMLPFloat32(t *testing.T) {
 	s := session(t, "mlp_float32.onnx", "X", "W", "B")
