@@ -87,41 +87,45 @@ func TestBufferTensorReuseAndDeferredFinalize(t *testing.T) {
 	}
 	fill := func(v float32) []float32 { return []float32{v, v, v, v} }
 
-	// GoMLX's FinalizeAll: the memory is reused by a later result.
-	y, _ := run(1)
-	f, _ := export(t, y)
-	at := f.DataAddr()
-	y.MustFinalizeAll()
+	// GoMLX's FinalizeAll: the memory is reused by a later execution.
+	// sync.Pool decides when (and under -race drops some buffers), so the
+	// scenario is retried until reuse is seen.
 	reused := ""
-	for i := range 100 {
-		v := float32(10 + i)
-		z, in := run(v)
-		switch at {
-		case in:
-			reused = "an input"
-			if got := read(t, f); !slices.Equal(got, fill(v)) {
-				t.Fatalf("reused memory reads %v, want the input %v", got, v)
+	for attempt := 0; attempt < 50 && reused == ""; attempt++ {
+		y, _ := run(1)
+		f, _ := export(t, y)
+		at := f.DataAddr()
+		y.MustFinalizeAll()
+		for i := range 20 {
+			v := float32(10 + i)
+			z, in := run(v)
+			switch at {
+			case in:
+				reused = "an input"
+				if got := read(t, f); !slices.Equal(got, fill(v)) {
+					t.Fatalf("reused memory reads %v, want the input %v", got, v)
+				}
+			case addrOf(t, z):
+				reused = "a result"
+				if got := read(t, f); !slices.Equal(got, fill(v+1)) {
+					t.Fatalf("reused memory reads %v, want the result %v", got, v+1)
+				}
 			}
-		case addrOf(t, z):
-			reused = "a result"
-			if got := read(t, f); !slices.Equal(got, fill(v+1)) {
-				t.Fatalf("reused memory reads %v, want the result %v", got, v+1)
+			z.MustFinalizeAll()
+			if reused != "" {
+				t.Logf("GoMLX's FinalizeAll: attempt %d, execution %d put %s in the memory the consumer reads", attempt+1, i+1, reused)
+				break
 			}
 		}
-		z.MustFinalizeAll()
-		if reused != "" {
-			t.Logf("GoMLX's FinalizeAll: execution %d put %s in the memory the consumer reads", i+1, reused)
-			break
-		}
+		f.Close()
 	}
 	if reused == "" {
-		t.Fatal("simplego never reused the finalized buffer in 100 executions")
+		t.Fatal("simplego never reused a finalized buffer")
 	}
-	f.Close()
 
 	// Donation: the execution writes its result in place.
-	y, _ = run(1)
-	f, _ = export(t, y)
+	y, _ := run(1)
+	f, _ := export(t, y)
 	donated, err := graph.DonateTensorBuffer(y, b, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +148,7 @@ func TestBufferTensorReuseAndDeferredFinalize(t *testing.T) {
 	// dlgomlx.FinalizeAll: deferred until the consumer is done.
 	y, _ = run(1)
 	f, e := export(t, y)
-	at = f.DataAddr()
+	at := f.DataAddr()
 	if err := dlgomlx.FinalizeAll(y); err != nil {
 		t.Fatal(err)
 	}
