@@ -305,6 +305,7 @@ func TestSimplegoSharesBothWays(t *testing.T) {
 // copy, FlagIsCopied, writable, and the tensor gains no local copy.
 func TestDeviceOnlyTensorIsCopiedOnce(t *testing.T) {
 	b := deviceOnly{newBackend(t)}
+	before := dlgomlx.ReadStats()
 	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int64{1, 2, 3}, 3), b)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +313,10 @@ func TestDeviceOnlyTensorIsCopiedOnce(t *testing.T) {
 	if x.IsLocal() || !x.IsOnDevice(0) {
 		t.Fatal("the upload left a local copy")
 	}
-	before := dlgomlx.ReadStats()
+	if d := dlgomlx.ReadStats().Copies - before.Copies; d != 1 {
+		t.Fatalf("the upload from compact aligned memory made %d copies, want 1", d)
+	}
+	before = dlgomlx.ReadStats()
 	e, err := dlgomlx.FromTensor(x)
 	if err != nil {
 		t.Fatal(err)

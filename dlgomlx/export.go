@@ -134,6 +134,10 @@ func newTensor(t *tensors.Tensor) (*Tensor, error) {
 	if err := t.CheckValid(); err != nil {
 		return nil, &dlpack.FieldError{Field: "tensor", Value: "finalized", Err: ErrTensor, Why: err.Error()}
 	}
+	if exports.finalizing(t) {
+		return nil, &dlpack.FieldError{Field: "tensor", Value: "finalizing", Err: ErrTensor,
+			Why: "FinalizeAll is waiting for the tensor's exports to end"}
+	}
 	shape := t.Shape()
 	if shape.IsTuple() {
 		return nil, &dlpack.FieldError{Field: "tensor.shape", Value: shape, Err: ErrTensor, Why: "a tuple is not a tensor"}
@@ -309,6 +313,14 @@ func (r *registry) add(t *tensors.Tensor) bool {
 	}
 	e.n++
 	return true
+}
+
+// finalizing reports whether t's finalization waits for its exports.
+func (r *registry) finalizing(t *tensors.Tensor) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.m[t]
+	return e != nil && e.finalize
 }
 
 func (r *registry) done(t *tensors.Tensor) {

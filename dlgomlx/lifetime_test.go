@@ -158,6 +158,9 @@ func TestBufferTensorReuseAndDeferredFinalize(t *testing.T) {
 	if _, err := dlpack.From(e); !errors.Is(err, dlgomlx.ErrTensor) {
 		t.Fatalf("a tensor waiting for finalization exported again: %v", err)
 	}
+	if _, err := dlgomlx.FromTensor(y); !errors.Is(err, dlgomlx.ErrTensor) {
+		t.Fatalf("FromTensor of a tensor waiting for finalization: %v", err)
+	}
 	for i := range 50 {
 		z, in := run(float32(100 + i))
 		if addrOf(t, z) == at || in == at {
