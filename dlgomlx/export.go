@@ -51,6 +51,7 @@ type Stats struct {
 	// FromTensor of an accelerator-only tensor (GoMLX's own transfer),
 	// ToTensor and CopyToTensor of any other producer; two for an upload
 	// to an accelerator from memory that first had to be made compact.
+	// An empty tensor copies nothing.
 	Copies int64
 	// CopiedBytes is the number of bytes those copies wrote.
 	CopiedBytes int64

@@ -27,6 +27,8 @@ lib.gm_addr.restype = ctypes.c_size_t
 lib.gm_addr.argtypes = [ctypes.c_int]
 lib.gm_exports.restype = ctypes.c_int64
 lib.gm_exports.argtypes = [ctypes.c_int]
+lib.gm_put.restype = ctypes.c_int
+lib.gm_put.argtypes = [ctypes.py_object]
 lib.gm_take.restype = ctypes.c_int
 lib.gm_take.argtypes = [ctypes.py_object]
 lib.gm_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)] * 3
@@ -99,6 +101,37 @@ print(f"results to NumPy: 3 shared, 0 copies; softmax MLP equal to JAX within {m
 del probs, ints, w1t, a
 gc.collect()
 assert all(lib.gm_exports(i) == 0 for i in range(3)) and lib.gm_outstanding() == 0
+
+# NumPy arrays of every dtype both sides have (strided ones too) into
+# GoMLX and back to NumPy, bit for bit; bfloat16 through JAX both ways.
+cases = []
+for dt in [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+           np.float16, np.float32, np.float64, np.complex64, np.complex128]:
+    a = (rng.standard_normal((4, 6)) * 100).astype(dt)
+    if np.dtype(dt).kind == "c":
+        a = a + 1j * (rng.standard_normal((4, 6)) * 100).astype(dt)
+    cases += [(np.dtype(dt).name, a), (np.dtype(dt).name + ".T", a.T), (np.dtype(dt).name + "[::2, ::-1]", a[::2, ::-1]),
+              (np.dtype(dt).name + " 0-d", np.array(a[1, 2], dtype=dt)), (np.dtype(dt).name + " empty", a[:0])]
+s0 = stats()
+for name, a in cases:
+    i = lib.gm_put(a)
+    b = np.from_dlpack(GoResult(i))
+    assert b.dtype == a.dtype and b.shape == a.shape, (name, b.dtype, b.shape)
+    assert b.tobytes() == np.ascontiguousarray(a).tobytes(), name
+    del b
+s1 = stats()
+nonempty = sum(1 for _, a in cases if a.size)
+assert s1[1] - s0[1] == nonempty and s1[0] - s0[0] == len(cases), (s0, s1)  # one copy in, none out
+xb = jnp.asarray(rng.standard_normal((3, 5)), dtype=jnp.bfloat16)
+i = lib.gm_put(xb)
+yb = jnp.from_dlpack(GoResult(i))
+assert yb.dtype == jnp.bfloat16 and np.asarray(yb).tobytes() == np.asarray(xb).tobytes()
+yb = jnp.from_dlpack(GoResult(2))  # the transposed w1: JAX reads GoMLX's result too
+assert np.asarray(yb).tobytes() == want_w1t.tobytes()
+del yb
+gc.collect()
+print(f"{len(cases)} NumPy arrays (14 dtypes; transposed, reversed, 0-d, empty) into GoMLX and back bit for bit; "
+      "bfloat16 from JAX and back, and a GoMLX result into JAX")
 
 # Exchanges each way: GoMLX -> NumPy (the Go deleter, counted by Go) and
 # NumPy -> GoMLX (NumPy's deleter drops its reference to the array).

@@ -148,6 +148,27 @@ func gm_take(obj C.uintptr_t) C.int {
 	return 0
 }
 
+// gm_put takes a Python object with __dlpack__ into a GoMLX tensor on
+// simplego and keeps it as the next result; it returns its index, or -1
+// with the exception set.
+//
+//export gm_put
+func gm_put(obj C.uintptr_t) C.int {
+	f, err := pycapsule.Import(uintptr(obj))
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	t, err := dlgomlx.ToTensor(f, backend)
+	f.Close()
+	if err != nil {
+		pycapsule.Raise(err)
+		return -1
+	}
+	results = append(results, t)
+	return C.int(len(results) - 1)
+}
+
 // gm_stats stores the bridge's counters.
 //
 //export gm_stats
