@@ -47,15 +47,20 @@
 //   - t.FinalizeAll, t.ToLocal, t.MutableFlatData and donating t to an
 //     execution (graph.DonateTensorBuffer) are harmless for a local
 //     tensor: GoMLX drops or copies its flat slice but never writes it
-//     again, and the consumer keeps reading the same values.
-//   - For a tensor in a backend buffer they give the buffer back to the
-//     backend: simplego pools it and a later execution writes its results
-//     there, under the consumer (the tests show it). Use FinalizeAll of
+//     again, and the consumer keeps reading the same values. (An
+//     execution that takes a local tensor as input moves it into a
+//     shared buffer; the Tensor keeps describing the slice it was made
+//     from.)
+//   - For a tensor in a backend buffer, t.FinalizeAll, t.ToLocal,
+//     t.InvalidateOnDevice, donation, and t.MutableFlatData of a tensor
+//     that is not flagged shared (an execution's result) give the buffer
+//     back to the backend: simplego pools it and a later execution writes
+//     there, under the consumer (the tests show both). Use FinalizeAll of
 //     this package instead, which finalizes t when the last consumer is
-//     done; a Tensor whose GoMLX tensor was finalized hands out nothing
-//     more.
-//   - Writes through t.MutableFlatData are seen by consumers (it is the
-//     same memory); do not write while a consumer reads.
+//     done; FromTensor refuses t meanwhile, and a Tensor whose GoMLX
+//     tensor was finalized hands out nothing more.
+//   - Writes through t.MutableFlatData into the memory a Tensor describes
+//     are seen by its consumers; do not write while a consumer reads.
 //
 // Copies (CopyFromTensor, accelerator transfers) owe nothing to t.
 //
