@@ -89,7 +89,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("result %s %v shared (consumer reads GoMLX's buffer: %v), read-only %v, copied %v\n",
+	// This is what numpy.from_dlpack receives (make gomlx hands it to NumPy).
+	fmt.Printf("result for NumPy: %s %v shared (the consumer reads GoMLX's buffer: %v), read-only %v, copied %v\n",
 		out.DataType(), out.Shape(), out.DataAddr() == addr(y), !out.Writable(), e.Copied())
 	for i := range 2 {
 		fmt.Printf("  row %d: %.4f\n", i, probs[i*3:i*3+3])
