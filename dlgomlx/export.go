@@ -78,9 +78,10 @@ func countCopy(n uintptr) {
 // returned Tensor, which then counts as a copy (Copied, FlagIsCopied); t
 // is left as it was.
 //
-// While exports are outstanding, t must not be finalized or donated
-// (use this package's FinalizeAll, which waits for them); see the
-// package documentation for what happens otherwise.
+// While exports are outstanding, finalize t with this package's
+// FinalizeAll, which waits for them: GoMLX's own FinalizeAll or a
+// donation would give a backend buffer back for reuse under the consumer
+// (the package documentation says when).
 func FromTensor(t *tensors.Tensor) (*Tensor, error) {
 	x, err := newTensor(t)
 	if err != nil {
