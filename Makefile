@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx gpu-check
 	@echo "== all checks passed"
 
 fmt-check:
@@ -62,7 +62,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	done
 
-EXAMPLES := quickstart clib gonum arrow
+EXAMPLES := quickstart clib gonum arrow gomlx
 examples:
 	@echo "== examples run and end with nothing outstanding"
 	@for e in $(EXAMPLES); do \
@@ -183,6 +183,18 @@ files: $(VENV)/.installed
 	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
 	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
+
+# GoMLX (package dlgomlx): weights written by Python's safetensors, taken
+# into GoMLX by the bridge, a softmax MLP run on simplego, its results
+# taken by NumPy through DLPack and compared with JAX (Go inside Python,
+# the c-shared library dlgomlx/internal/libdlgomlx); the 100,000-exchange
+# soaks each way, in Go and with NumPy; then the side by side again under
+# cgocheck2. Plain go test skips the Python part (DLGOMLX_PYTHON unset).
+gomlx: $(VENV)/.installed
+	@echo "== GoMLX bridge (dlgomlx): safetensors -> GoMLX (simplego) -> NumPy, against JAX; 100,000 exchanges each way"
+	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
+	@echo "== the same side by side, GOEXPERIMENT=cgocheck2 (library and test; the race detector cannot load into Python)"
+	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python GOEXPERIMENT=cgocheck2 GO=$(GO) $(GO) test -count=1 -run 'SideBySide' ./dlgomlx
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -2,8 +2,9 @@
 # Side-by-side DLPack exchange costs measured in one run on this machine:
 # the C floor, this library's paths, NumPy's and pyarrow's from_dlpack
 # round trips and the Rust dlpark crate's round trip; then tensor files
-# beside NumPy and safetensors, and the DLPack 1.3 C exchange API in
-# Python against __dlpack__ (bench/exchange_compare.py). Run it as `make
+# beside NumPy and safetensors, the GoMLX bridge beside GoMLX's own
+# copying paths, and the DLPack 1.3 C exchange API in Python against
+# __dlpack__ (bench/exchange_compare.py). Run it as `make
 # compare`. It installs what it needs: a virtualenv with NumPy, pyarrow,
 # safetensors and tvm-ffi (.venv-bench), the dlpark crate, and the c-shared library of
 # examples/python.
@@ -88,6 +89,30 @@ tfratio() {
 for f in safetensors npy; do
 	printf '| %s: Go 1 GiB / 1 KiB (alternating, median) | %.2f× | | |\n' "$f" "$(tfratio "$f")"
 done
+
+# GoMLX (package dlgomlx): the bridge beside GoMLX's own copying paths
+# for 1 KiB, 1 MiB and 256 MiB of float32; the zero-copy rows must not
+# grow with the size.
+echo "== GoMLX bridge against GoMLX's copying paths (Go x$COUNT)" >&2
+gmbench=$(go test -run '^$' -bench '^Benchmark(Out|In)$' -benchtime 200ms -count "$COUNT" ./dlgomlx)
+gmmedian() {
+	echo "$gmbench" | awk -v n="Benchmark$1-" 'index($1, n) == 1 { print $3 }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+gmrow() {
+	printf '| %s | %.0f | %.0f | %.0f |\n' "$1" "$(gmmedian "$2/1KiB")" "$(gmmedian "$2/1MiB")" "$(gmmedian "$2/256MiB")"
+}
+echo
+echo "| GoMLX v0.26.0, one op (ns, median) | 1 KiB | 1 MiB | 256 MiB |"
+echo "|---|---|---|---|"
+gmrow "out, bridge: FromTensor, Produce, C release (shared)" Out/bridge-FromTensor-DLPack
+gmrow "out, bridge: FromTensor, dlpack.From, Close (shared, Go to Go)" Out/bridge-FromTensor-From
+gmrow "out, GoMLX: ConstFlatData copied to a slice (CopyFlatData)" Out/gomlx-ConstFlatData-copy
+gmrow "out, bridge: CopyFromTensor (one copy, aligned)" Out/bridge-CopyFromTensor
+gmrow "in, bridge: ToTensor on simplego (one copy, into the buffer an execution reads)" In/bridge-ToTensor-simplego
+gmrow "in, GoMLX: FromFlatDataAndDimensions (one copy, local)" In/gomlx-FromFlatDataAndDimensions
+gmrow "in, GoMLX: FromFlatDataAndDimensions + MaterializeOnDevice (two copies, as an execution does)" In/gomlx-FromFlatDataAndDimensions+device
+gmrow "in, bridge: ToTensor of a FromTensor export (the tensor itself)" In/bridge-ToTensor-export
 echo
 echo "== the C exchange API against __dlpack__ (same objects, one process)" >&2
 GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPENBLAS_NUM_THREADS=1 \
