@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files cli
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files cli gpu-check
 	@echo "== all checks passed"
 
 fmt-check:
@@ -183,6 +183,16 @@ files: $(VENV)/.installed
 	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
 	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
+
+# The tensorfile command (cmd/tensorfile) on files written by NumPy,
+# safetensors and pyarrow, every conversion read back by them bit for bit;
+# plain go test skips the peer tests, which run when TENSORFILE_PYTHON is set.
+cli: $(VENV)/.installed
+	@echo "== cmd/tensorfile: inspect and convert against NumPy, safetensors and pyarrow"
+	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v ./cmd/tensorfile 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -race ./cmd/tensorfile
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -79,7 +79,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", inPath, err)
 	}
 	defer in.close()
-	todo, err := choose(in, pick, outFmt)
+	todo, err := choose(in, pick, outFmt, stderr)
 	if err != nil {
 		return err
 	}
@@ -96,11 +96,20 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	})
 }
 
-// choose returns the tensors to write, in file order, named for the output.
-func choose(in *input, pick names, out format) ([]*entry, error) {
+// choose returns the tensors to write, in file order (or the order of
+// pick), named for the output.
+func choose(in *input, pick names, out format, stderr io.Writer) ([]*entry, error) {
 	var todo []*entry
 	if len(pick) == 0 {
-		todo = in.entries
+		// columns with no tensor form (Arrow strings, ...) are left out,
+		// as inspect lists them; picked by name they are an error
+		for _, e := range in.entries {
+			if e.err != nil {
+				fmt.Fprintf(stderr, "tensorfile: note: skipped %q: %v\n", e.name, e.err)
+				continue
+			}
+			todo = append(todo, e)
+		}
 	} else {
 		for _, name := range pick {
 			i := slices.IndexFunc(in.entries, func(e *entry) bool { return e.name == name })
@@ -112,7 +121,7 @@ func choose(in *input, pick names, out format) ([]*entry, error) {
 	}
 	for _, e := range todo {
 		if e.err != nil {
-			return nil, fmt.Errorf("%s: %w (leave it out: pick the others with --tensor)", in.path, e.err)
+			return nil, fmt.Errorf("%s: %w", in.path, e.err)
 		}
 	}
 	if out == formatNPY && len(todo) != 1 {

@@ -52,7 +52,10 @@
 // column as the tensor of that row (so conversions through Arrow keep
 // shapes), and otherwise every column as a tensor of shape (rows, ...).
 // Other columns of numbers are 1-d tensors; in files of several record
-// batches, column c of batch b is named "c[b]". Metadata goes from
+// batches, column c of batch b is named "c[b]". Columns with no tensor
+// form (strings, nulls, ...) are listed by inspect as skipped and left out
+// by convert, with a note on standard error (named with --tensor, they are
+// an error). Metadata goes from
 // safetensors to safetensors and Arrow and back; .npy and .npz have none.
 // Arrow holds int8..int64, uint8..uint64 and float16..float64: other types
 // are refused with dlarrow's error.

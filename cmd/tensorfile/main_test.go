@@ -282,17 +282,21 @@ func TestMalformed(t *testing.T) {
 		t.Errorf("inspect good bad: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	// every prefix of every format: an error or (the whole file) success
+	// prefixes of every format (the last byte missing too): an error
 	for _, c := range []struct {
 		ext   string
 		whole []byte
 	}{{".npy", npyBytes}, {".npz", npzBytes}, {".safetensors", stBytes}, {".arrow", arrowBytes}} {
 		ext := c.ext
-		for n := 0; n < len(c.whole); n++ {
+		for n := 0; n < len(c.whole); n += 1 + n/128 { // every length up to 128, then sparser
 			path := bad("prefix"+ext, c.whole[:n])
 			if r := tf(t, "inspect", "--json", path); r.code != 1 {
 				t.Fatalf("%d-byte prefix of a %s file: exit %d\n%s", n, ext, r.code, r.stdout)
 			}
+		}
+		path := bad("prefix"+ext, c.whole[:len(c.whole)-1])
+		if r := tf(t, "inspect", path); r.code != 1 {
+			t.Fatalf("a %s file without its last byte: exit %d\n%s", ext, r.code, r.stdout)
 		}
 	}
 }

@@ -6,7 +6,8 @@
                          files of fixed_shape_tensor and primitive columns)
                          into DIR, and prints a JSON list of their names.
   peers.py read FILE...  reads each file with its own library (np.load,
-                         safetensors.safe_open, pyarrow.ipc.open_file) and
+                         safetensors.deserialize and safe_open,
+                         pyarrow.ipc.open_file) and
                          prints, as JSON, each file's tensors (dtype name,
                          shape, SHA-256 of the C-order little-endian bytes)
                          and metadata.
@@ -33,6 +34,11 @@ NPY_DTYPES = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8",
 ST_DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
              np.float16, np.float32, np.float64, np.complex64, ml_dtypes.bfloat16,
              ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu]
+ST_NAMES = {"BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16,
+            "I32": np.int32, "U32": np.uint32, "I64": np.int64, "U64": np.uint64,
+            "F16": np.float16, "F32": np.float32, "F64": np.float64, "C64": np.complex64,
+            "BF16": ml_dtypes.bfloat16, "F8_E4M3": ml_dtypes.float8_e4m3fn,
+            "F8_E5M2": ml_dtypes.float8_e5m2, "F8_E8M0": ml_dtypes.float8_e8m0fnu}
 ARROW_DTYPES = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
                 "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(), "uint64": pa.uint64(),
                 "float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
@@ -163,11 +169,18 @@ def read(paths):
             with np.load(path) as z:
                 got = {k: z[k] for k in z.files}
         elif path.endswith(".safetensors"):
-            got = {}
+            # deserialize gives every dtype's bytes; safe_open's numpy
+            # reader (which lacks the float8 types) must agree on the rest
+            with open(path, "rb") as f:
+                raw = dict(safetensors.deserialize(f.read()))
+            got = {name: np.frombuffer(bytes(t["data"]), ST_NAMES[t["dtype"]]).reshape(t["shape"])
+                   for name, t in raw.items()}
             with safetensors.safe_open(path, framework="numpy") as so:
                 meta = so.metadata() or {}
+                assert sorted(so.keys()) == sorted(got), path
                 for name in so.keys():
-                    got[name] = so.get_tensor(name)
+                    if raw[name]["dtype"] in safetensors.numpy._TYPES:
+                        assert le_bytes(so.get_tensor(name)) == le_bytes(got[name]), (path, name)
         elif path.endswith(".arrow"):
             got, meta = read_arrow(path)
         else:
