@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +39,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	from := fs.String("from", "", "input `FORMAT` (npy, npz, safetensors, arrow), whatever IN's extension")
 	to := fs.String("to", "", "output `FORMAT` (npy, npz, safetensors, arrow), whatever OUT's extension")
 	compress := fs.Bool("compress", false, "deflate the members of a .npz output, as np.savez_compressed")
-	quiet := fs.Bool("quiet", false, "no progress bar")
+	quiet := fs.Bool("quiet", false, "no progress bar, no notes")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: tensorfile convert [flags] IN OUT\n\n"+
 			"Write the tensors of IN to OUT, formats by extension (.npy, .npz, .safetensors, .arrow/.feather/.ipc).\n"+
@@ -79,7 +80,11 @@ func convert(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", inPath, err)
 	}
 	defer in.close()
-	todo, err := choose(in, pick, outFmt, stderr)
+	notes := stderr
+	if *quiet {
+		notes = io.Discard
+	}
+	todo, err := choose(in, pick, outFmt, notes)
 	if err != nil {
 		return err
 	}
@@ -87,13 +92,17 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	for _, e := range todo {
 		total += e.bytes
 	}
-	if (outFmt == formatNPY || outFmt == formatNPZ) && len(in.metadata) > 0 && !*quiet {
-		fmt.Fprintf(stderr, "tensorfile: note: %s has no metadata; %d metadata %s of %s not written\n",
+	if (outFmt == formatNPY || outFmt == formatNPZ) && len(in.metadata) > 0 {
+		fmt.Fprintf(notes, "tensorfile: note: %s has no metadata; %d metadata %s of %s not written\n",
 			outFmt, len(in.metadata), plural(len(in.metadata), "entry", "entries"), inPath)
 	}
-	return writeAtomically(outPath, total, !*quiet, stderr, func(w io.Writer) error {
+	err = writeAtomically(outPath, total, !*quiet, stderr, func(w io.Writer) error {
 		return write(w, outFmt, todo, in.metadata, *compress)
 	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", outPath, err)
+	}
+	return nil
 }
 
 // choose returns the tensors to write, in file order (or the order of
@@ -158,22 +167,50 @@ func listNames(es []*entry) string {
 
 // write streams the tensors to w in format out.
 func write(w io.Writer, out format, todo []*entry, metadata map[string]string, compress bool) error {
-	named := make([]tensorfile.Named, len(todo))
-	for i, e := range todo {
-		named[i] = tensorfile.Named{Name: e.name, Tensor: e.src}
-	}
-	switch out {
-	case formatNPY:
-		return tensorfile.WriteNPY(w, todo[0].src)
-	case formatNPZ:
-		return tensorfile.WriteNPZ(w, named, compress)
-	case formatSafetensors:
-		return tensorfile.WriteSafetensors(w, named, metadata)
-	case formatArrow:
+	if out == formatArrow {
 		return writeArrow(w, todo, metadata)
 	}
-	return usagef("unknown format %q", out)
+	// The writers take each tensor in turn; the one taken last is the
+	// one a refusal is about, so the error can name it.
+	var current string
+	named := make([]tensorfile.Named, len(todo))
+	for i, e := range todo {
+		named[i] = tensorfile.Named{Name: e.name, Tensor: taken{e.src, e.name, &current}}
+	}
+	var err error
+	switch out {
+	case formatNPY:
+		err = tensorfile.WriteNPY(w, named[0].Tensor)
+	case formatNPZ:
+		err = tensorfile.WriteNPZ(w, named, compress)
+	case formatSafetensors:
+		err = tensorfile.WriteSafetensors(w, named, metadata)
+	default:
+		return usagef("unknown format %q", out)
+	}
+	var fe *dlpack.FieldError
+	if errors.As(err, &fe) && current != "" {
+		return fmt.Errorf("tensor %q: %w", current, err)
+	}
+	return err
 }
+
+// taken is a tensor that records its name in *current when a writer takes
+// it.
+type taken struct {
+	src     tensorSource
+	name    string
+	current *string
+}
+
+func (t taken) DescribeTensor(d *dlpack.Description) error {
+	*t.current = t.name
+	return t.src.DescribeTensor(d)
+}
+
+func (t taken) DLPackDevice() dlpack.Device { return t.src.DLPackDevice() }
+
+func (t taken) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpack.Produce(t, req) }
 
 // writeArrow writes an Arrow IPC file of one record batch of one row: one
 // fixed_shape_tensor column per tensor, sharing the input's mapping when

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +45,7 @@ type jsonSkipped struct {
 func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON document (schema in the package doc and docs/cli.md)")
-	from := fs.String("from", "", "read every FILE as this format (npy, npz, safetensors, arrow) whatever its name")
+	from := fs.String("from", "", "read every FILE as this `FORMAT` (npy, npz, safetensors, arrow), whatever its name")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: tensorfile inspect [--json] [--from FORMAT] FILE...\n\n"+
 			"Print each tensor's name, dtype, shape, bytes, layout and whether it is mapped (zero-copy), and the file's metadata.\n\n")
@@ -74,7 +76,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		if jf.Error != "" {
-			fmt.Fprintf(stderr, "tensorfile: %s\n", jf.Error)
+			fmt.Fprintln(stderr, jf.Error)
 			continue
 		}
 		if i > 0 {
@@ -109,7 +111,12 @@ func inspectFile(path string, forced format) jsonFile {
 	}
 	in, err := open(path, f)
 	if err != nil {
-		jf.Error = fmt.Sprintf("%s: %v", path, err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			jf.Error = err.Error() // names the file already
+		} else {
+			jf.Error = fmt.Sprintf("%s: %v", path, err)
+		}
 		return jf
 	}
 	defer in.close()

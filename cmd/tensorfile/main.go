@@ -37,13 +37,14 @@
 // OUT, renamed to OUT only when everything was written: a failure never
 // leaves a partial OUT. On a terminal, inputs of 32 MiB or more show a
 // progress bar on standard error; when standard error is not a terminal,
-// nothing but errors is printed. Flags:
+// nothing but errors and notes (metadata a format cannot keep, columns left
+// out) is printed. Flags:
 //
 //	--tensor NAME  convert only this tensor (repeat for several); a .npy
 //	               output holds one tensor, so a file of several needs it
 //	--compress     deflate the members of a .npz output (np.savez_compressed)
 //	--from, --to   the input and output format, whatever the extensions
-//	--quiet        no progress bar
+//	--quiet        no progress bar, no notes
 //
 // Names: the tensor of a .npy file has no name; written to a format with
 // names it is "arr_0", as np.savez names a positional array. An Arrow file
@@ -134,7 +135,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errReported):
 		return 1
 	default:
-		fmt.Fprintf(stderr, "tensorfile: %v\n", err)
+		// data errors start with the file they are about, as gofmt's do
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 }

@@ -392,3 +392,50 @@ func equal(got []int64, want ...int64) bool {
 	}
 	return true
 }
+
+// Files named without a known extension are recognised by their first
+// bytes; unknown names and bytes need --from; notes go with --quiet.
+func TestSniffPickAndNotes(t *testing.T) {
+	dir, npy, npz, st, arrow := goFiles(t)
+	for src, want := range map[string]string{npy: "npy", npz: "npz", st: "safetensors", arrow: "arrow"} {
+		renamed := filepath.Join(dir, "renamed-"+want+".bin")
+		if err := os.Rename(src, renamed); err != nil {
+			t.Fatal(err)
+		}
+		rep, r := inspectJSON(t, renamed)
+		if r.code != 0 || rep.Files[0].Format != want {
+			t.Errorf("%s: exit %d, %+v", renamed, r.code, rep)
+		}
+	}
+	junk := filepath.Join(dir, "junk.bin")
+	if err := os.WriteFile(junk, []byte("not a tensor file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := tf(t, "inspect", junk); r.code != 1 || !strings.Contains(r.stderr, "name it with --from") {
+		t.Errorf("junk: exit %d, %q", r.code, r.stderr)
+	}
+	if r := tf(t, "inspect", "--from", "npy", junk); r.code != 1 || !strings.Contains(r.stderr, "tensorfile: malformed header") {
+		t.Errorf("junk as npy: exit %d, %q", r.code, r.stderr)
+	}
+
+	st = filepath.Join(dir, "renamed-safetensors.bin")
+	r := tf(t, "convert", "--from", "safetensors", "--tensor", "nope", st, filepath.Join(dir, "x.npz"))
+	if r.code != 1 || !strings.Contains(r.stderr, `tensorfile: no such tensor: "nope" (it has "w", "b")`) {
+		t.Errorf("--tensor nope: exit %d, %q", r.code, r.stderr)
+	}
+	r = ok(t, "convert", "--from", "safetensors", "--tensor", "b", st, filepath.Join(dir, "b.npy"))
+	if !strings.Contains(r.stderr, "tensorfile: note: npy has no metadata; 1 metadata entry") {
+		t.Errorf("no note: %q", r.stderr)
+	}
+	r = ok(t, "convert", "--quiet", "--from", "safetensors", "--to", "npz", st, filepath.Join(dir, "b.out"))
+	if r.stderr != "" {
+		t.Errorf("--quiet: %q", r.stderr)
+	}
+	rep, _ := inspectJSON(t, filepath.Join(dir, "b.npy"), filepath.Join(dir, "b.out"))
+	if f := rep.Files[0]; f.Format != "npy" || len(f.Tensors) != 1 || f.Tensors[0].DType != "int16" {
+		t.Errorf("b.npy: %+v", f)
+	}
+	if f := rep.Files[1]; f.Format != "npz" || len(f.Tensors) != 2 {
+		t.Errorf("b.out: %+v", f)
+	}
+}

@@ -37,6 +37,7 @@ func newProgress(total int64, on bool, stderr io.Writer) *progress {
 		progressbar.OptionSetDescription("converting"),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionShowCount(),
 		progressbar.OptionSetWidth(30),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionSetRenderBlankState(true),
