@@ -129,7 +129,9 @@ func inspectFile(path string, forced format) jsonFile {
 			jf.Skipped = append(jf.Skipped, jsonSkipped{Name: e.name, Error: e.err.Error()})
 			continue
 		}
-		jf.Tensors = append(jf.Tensors, jsonTensor{Name: e.name, DType: e.dtype.String(), Shape: e.shape, Strides: e.strides,
+		// shapes and strides are arrays, [] for a 0-d tensor, never null
+		jf.Tensors = append(jf.Tensors, jsonTensor{Name: e.name, DType: e.dtype.String(),
+			Shape: append([]int64{}, e.shape...), Strides: append([]int64{}, e.strides...),
 			Bytes: e.bytes, Layout: layout(e.shape, e.strides), Mapped: e.mapped})
 	}
 	return jf

@@ -144,6 +144,19 @@ func TestInspectGoFiles(t *testing.T) {
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
+	// a 0-d tensor's shape and strides are [], not null
+	scalar := filepath.Join(t.TempDir(), "s.npy")
+	f, err := os.Create(scalar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tensorfile.WriteNPY(f, &dlpack.Array[float64]{Data: []float64{2.5}, Shape: []int64{}}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if r := ok(t, "inspect", "--json", scalar); !strings.Contains(r.stdout, `"shape": [],`) || !strings.Contains(r.stdout, `"strides": [],`) {
+		t.Errorf("0-d tensor:\n%s", r.stdout)
+	}
 	want := map[string]struct {
 		format string
 		names  []string
