@@ -1,7 +1,9 @@
 // Command tensorfile inspects and converts tensor files: NumPy .npy and
 // .npz, safetensors, and Arrow IPC files (Feather v2). It is a thin layer
-// over packages tensorfile and dlarrow, which memory-map the input: no
-// file is read into memory as a whole.
+// over packages tensorfile and dlarrow, which memory-map the input, so no
+// file is read into memory as a whole (except what cannot be mapped: the
+// members of a deflated or misaligned .npz, which package tensorfile
+// copies when it opens the archive).
 //
 //	go run github.com/godlpack/dlpack/cmd/tensorfile inspect [--json] FILE...
 //	go run github.com/godlpack/dlpack/cmd/tensorfile convert [flags] IN OUT
