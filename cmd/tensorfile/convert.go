@@ -77,7 +77,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 
 	in, err := open(inPath, inFmt)
 	if err != nil {
-		return fmt.Errorf("%s: %w", inPath, err)
+		return about(inPath, err)
 	}
 	defer in.close()
 	notes := stderr
@@ -100,7 +100,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 		return write(w, outFmt, todo, in.metadata, *compress)
 	})
 	if err != nil {
-		return fmt.Errorf("%s: %w", outPath, err)
+		return fmt.Errorf("%s: %w", outPath, err) // a PathError here names the temporary file
 	}
 	return nil
 }

@@ -111,12 +111,7 @@ func inspectFile(path string, forced format) jsonFile {
 	}
 	in, err := open(path, f)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			jf.Error = err.Error() // names the file already
-		} else {
-			jf.Error = fmt.Sprintf("%s: %v", path, err)
-		}
+		jf.Error = about(path, err).Error()
 		return jf
 	}
 	defer in.close()
@@ -135,6 +130,16 @@ func inspectFile(path string, forced format) jsonFile {
 			Bytes: e.bytes, Layout: layout(e.shape, e.strides), Mapped: e.mapped})
 	}
 	return jf
+}
+
+// about prefixes err with the file it is about, unless it names it already
+// (an *fs.PathError: "open x.npy: no such file or directory").
+func about(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", path, err)
 }
 
 // printFile prints the human form: a header line, an aligned table of the
