@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlarrow"
 	"github.com/godlpack/dlpack/internal/leakcheck"
 	"github.com/godlpack/dlpack/tensorfile"
 )
@@ -245,6 +246,7 @@ func TestMalformed(t *testing.T) {
 		formatNPY:         func(p string) error { _, err := tensorfile.OpenNPY(p); return err },
 		formatNPZ:         func(p string) error { _, err := tensorfile.OpenNPZ(p); return err },
 		formatSafetensors: func(p string) error { _, err := tensorfile.OpenSafetensors(p); return err },
+		formatArrow:       func(p string) error { _, err := dlarrow.OpenFile(p); return err },
 	}
 	cases := []struct {
 		path string
