@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli gpu-check
 	@echo "== all checks passed"
 
 fmt-check:
@@ -195,6 +195,16 @@ gomlx: $(VENV)/.installed
 	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
 	@echo "== the same side by side, GOEXPERIMENT=cgocheck2 (library and test; the race detector cannot load into Python)"
 	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python GOEXPERIMENT=cgocheck2 GO=$(GO) $(GO) test -count=1 -run 'SideBySide' ./dlgomlx
+
+# The tensorfile command (cmd/tensorfile) on files written by NumPy,
+# safetensors and pyarrow, every conversion read back by them bit for bit;
+# plain go test skips the peer tests, which run when TENSORFILE_PYTHON is set.
+cli: $(VENV)/.installed
+	@echo "== cmd/tensorfile: inspect and convert against NumPy, safetensors and pyarrow"
+	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v ./cmd/tensorfile 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -race ./cmd/tensorfile
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

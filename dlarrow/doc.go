@@ -2,10 +2,11 @@
 // with DLPack consumers and producers, in both directions, without copying.
 //
 //   - Into a tensor, no copy: FromArray, FromField, FromChunked, FromTensor.
-//   - Out of a tensor, sharing memory: ToArray, ToTensor.
+//   - Out of a tensor, sharing memory: ToArray, ToTensor, ToField (an
+//     (N, d1, ...) tensor as N rows of a fixed_shape_tensor column).
 //   - Copies: CopyFromArray[T] (any primitive array, nulls filled and booleans
 //     unpacked, to a new dlpack.Array), CopyToArray (a strided or bool
-//     tensor to a new arrow.Array).
+//     tensor to a new arrow.Array), CopyToField.
 //
 // # Out of Arrow (what pyarrow's __dlpack__ does, and more)
 //

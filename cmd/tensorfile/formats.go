@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlarrow"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// format is a tensor file format.
+type format string
+
+const (
+	formatNPY         format = "npy"
+	formatNPZ         format = "npz"
+	formatSafetensors format = "safetensors"
+	formatArrow       format = "arrow"
+)
+
+// formatNamed reads a --from or --to value.
+func formatNamed(s string) (format, error) {
+	switch strings.ToLower(strings.TrimPrefix(s, ".")) {
+	case "npy":
+		return formatNPY, nil
+	case "npz":
+		return formatNPZ, nil
+	case "safetensors", "st":
+		return formatSafetensors, nil
+	case "arrow", "feather", "ipc":
+		return formatArrow, nil
+	}
+	return "", usagef("unknown format %q (npy, npz, safetensors, arrow)", s)
+}
+
+// formatByExtension names the format of path from its extension.
+func formatByExtension(path string) (format, bool) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".npy":
+		return formatNPY, true
+	case ".npz":
+		return formatNPZ, true
+	case ".safetensors":
+		return formatSafetensors, true
+	case ".arrow", ".feather", ".ipc":
+		return formatArrow, true
+	}
+	return "", false
+}
+
+// formatOf names the format of an existing file: by extension, else by its
+// first bytes.
+func formatOf(path string) (format, error) {
+	if f, ok := formatByExtension(path); ok {
+		return f, nil
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer fh.Close()
+	var head [9]byte
+	n, _ := io.ReadFull(fh, head[:])
+	b := head[:n]
+	switch {
+	case bytes.HasPrefix(b, []byte("\x93NUMPY")):
+		return formatNPY, nil
+	case bytes.HasPrefix(b, []byte("PK\x03\x04")), bytes.HasPrefix(b, []byte("PK\x05\x06")):
+		return formatNPZ, nil
+	case bytes.HasPrefix(b, []byte("ARROW1")):
+		return formatArrow, nil
+	case n == 9 && binary.LittleEndian.Uint64(b) < tensorfile.MaxSafetensorsHeader && b[8] == '{':
+		return formatSafetensors, nil
+	}
+	return "", usagef("%s: cannot tell the format from the name or the first bytes; name it with --from", path)
+}
+
+// tensorSource is what both libraries' tensors are: a description of
+// their memory, and a producer of it.
+type tensorSource interface {
+	dlpack.Source
+	dlpack.Producer
+}
+
+// entry is one tensor of an input file, or a column that is none (err).
+type entry struct {
+	name    string
+	dtype   dlpack.DataType
+	shape   []int64
+	strides []int64 // in elements, always filled
+	bytes   int64
+	mapped  bool
+	src     tensorSource
+	err     error
+}
+
+// input is an opened tensor file.
+type input struct {
+	path     string
+	format   format
+	entries  []*entry
+	metadata map[string]string
+	close    func()
+}
+
+// open maps the file at path through the library of its format.
+func open(path string, f format) (*input, error) {
+	in := &input{path: path, format: f}
+	switch f {
+	case formatNPY, formatNPZ, formatSafetensors:
+		var (
+			tf  *tensorfile.File
+			err error
+		)
+		switch f {
+		case formatNPY:
+			tf, err = tensorfile.OpenNPY(path)
+		case formatNPZ:
+			tf, err = tensorfile.OpenNPZ(path)
+		default:
+			tf, err = tensorfile.OpenSafetensors(path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tf.Tensors() {
+			in.entries = append(in.entries, &entry{name: t.Name(), dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(),
+				bytes: t.NBytes(), mapped: t.Mapped(), src: t})
+		}
+		in.metadata = tf.Metadata()
+		in.close = func() { _ = tf.Close() }
+		return in, nil
+	case formatArrow:
+		return openArrow(in)
+	}
+	return nil, usagef("unknown format %q", f)
+}
+
+// openArrow reads each column of each record batch as a tensor (see the
+// package doc for the one-row rule).
+func openArrow(in *input) (*input, error) {
+	af, err := dlarrow.OpenFile(in.path)
+	if err != nil {
+		return nil, err
+	}
+	var tensors []*dlarrow.Tensor
+	in.close = func() {
+		for _, t := range tensors {
+			t.Release()
+		}
+		_ = af.Close()
+	}
+	schema := af.Schema()
+	if md := schema.Metadata(); md.Len() > 0 {
+		in.metadata = make(map[string]string, md.Len())
+		for i, k := range md.Keys() {
+			in.metadata[k] = md.Values()[i]
+		}
+	}
+	batches := af.NumRecordBatches()
+	for b := 0; b < batches; b++ {
+		for c, field := range schema.Fields() {
+			name := field.Name
+			if batches > 1 {
+				name = fmt.Sprintf("%s[%d]", field.Name, b)
+			}
+			t, err := af.Column(b, c)
+			if err != nil {
+				in.entries = append(in.entries, &entry{name: name, err: err})
+				continue
+			}
+			tensors = append(tensors, t)
+			e := &entry{name: name, dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(), mapped: true, src: t}
+			if e.strides == nil {
+				e.strides = rowMajor(e.shape)
+			}
+			ext, _ := field.Metadata.GetValue("ARROW:extension:name")
+			if batches == 1 && ext == dlarrow.FixedShapeTensorName && len(e.shape) > 0 && e.shape[0] == 1 {
+				e.shape, e.strides = e.shape[1:], e.strides[1:]
+				e.src = reshaped{src: t, shape: e.shape, strides: e.strides}
+			}
+			e.bytes = elements(e.shape) * int64(e.dtype.ItemSize())
+			in.entries = append(in.entries, e)
+		}
+	}
+	return in, nil
+}
+
+// reshaped is a tensor seen with another shape and strides over the same
+// elements: a leading dimension of 1 added or dropped.
+type reshaped struct {
+	src            dlpack.Source
+	shape, strides []int64
+}
+
+func (r reshaped) DescribeTensor(d *dlpack.Description) error {
+	if err := r.src.DescribeTensor(d); err != nil {
+		return err
+	}
+	d.Shape, d.Strides = r.shape, r.strides
+	return nil
+}
+
+func (r reshaped) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
+
+func (r reshaped) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpack.Produce(r, req) }
+
+func rowMajor(shape []int64) []int64 {
+	strides := make([]int64, len(shape))
+	s := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		strides[i] = s
+		s *= shape[i]
+	}
+	return strides
+}
+
+func colMajor(shape []int64) []int64 {
+	strides := make([]int64, len(shape))
+	s := int64(1)
+	for i := range shape {
+		strides[i] = s
+		s *= shape[i]
+	}
+	return strides
+}
+
+func elements(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// layout names the order of a tensor's elements: "C" (row-major), "F"
+// (column-major) or "strided". Dimensions of size 1 may have any stride.
+func layout(shape, strides []int64) string {
+	same := func(want []int64) bool {
+		for i, d := range shape {
+			if d > 1 && strides[i] != want[i] {
+				return false
+			}
+		}
+		return true
+	}
+	if elements(shape) == 0 || same(rowMajor(shape)) {
+		return "C"
+	}
+	if same(colMajor(shape)) {
+		return "F"
+	}
+	return "strided"
+}
