@@ -62,8 +62,9 @@ func argErr(arg string, obj uintptr, exc Exception, why string) error {
 // __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
 // (borrowed references; a 0 argument is read as None) into a
 // dlpack.Request, for a producer whose own device is dev. It accepts what
-// the array API names and nothing else, and refuses with the exception
-// NumPy's own __dlpack__ raises for the same argument:
+// the array API names and nothing else; where NumPy's own __dlpack__
+// refuses an argument too, the refusal is the same exception type (NumPy
+// accepts more: any copy but a string, any minor version):
 //
 //   - max_version: None is a legacy request (the zero Version); otherwise
 //     a tuple (major, minor) of ints (TypeError for anything else,
