@@ -122,4 +122,3 @@ func (u unaligned) DescribeTensor(d *dlpack.Description) error {
 		Data: unsafe.Pointer(unsafe.SliceData(u.t.data))}
 	return nil
 }
-
