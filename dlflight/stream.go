@@ -26,6 +26,7 @@ type frameReader struct {
 	desc     *flight.FlightDescriptor
 	msg      *ipc.Message
 	recvErr  error // the transport's error, as opposed to a malformed stream
+	bodies   []*memory.Buffer
 	refs     atomic.Int64
 	released atomic.Bool
 }
@@ -76,6 +77,9 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 		meta := memory.NewBufferBytes(f.header)
 		r.msg = ipc.NewMessage(meta, body)
 		body.Release()
+		if f.body != nil {
+			r.bodies = append(r.bodies, f.body)
+		}
 		return r.msg, nil
 	}
 }
@@ -89,10 +93,29 @@ func (r *frameReader) Release() {
 	}
 }
 
+// reclaim frees the bodies of a failed stream that are still referenced.
+// arrow-go's IPC reader recovers from a panic while building a batch out
+// of a lying header (a buffer beyond the body) but leaves the references
+// of the arrays it had built; those arrays are unreachable once the
+// reader, its message and every batch taken from it are released, so
+// their bodies go back to the allocator here.
+func (r *frameReader) reclaim() {
+	for _, b := range r.bodies {
+		for b.Buf() != nil {
+			b.Release()
+		}
+	}
+}
+
 // receive reads a whole tensor stream: the schema, then batches to the
 // end. One batch is shared as it is; the batches of a split tensor are
 // copied once into one aligned buffer of alloc.
 func receive(r *frameReader, alloc memory.Allocator) (_ *Tensor, err error) {
+	defer func() {
+		if err != nil {
+			r.reclaim()
+		}
+	}()
 	defer r.Release()
 	rdr, err := ipc.NewReaderFromMessageReader(r, ipc.WithAllocator(alloc))
 	if err != nil {
