@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"net"
 	"sync/atomic"
@@ -130,6 +131,17 @@ func wantCode(t testing.TB, err error, code codes.Code) {
 // testPKI makes a CA and a server certificate for 127.0.0.1 and
 // localhost; it returns the server's TLS config and a client's.
 func testPKI(t testing.TB) (server, client *tls.Config) {
+	p := newPKI(t)
+	return p.server, p.client
+}
+
+// pki is a CA and a server certificate, as TLS configs and as PEM.
+type pki struct {
+	server, client         *tls.Config
+	caPEM, certPEM, keyPEM []byte
+}
+
+func newPKI(t testing.TB) pki {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -158,7 +170,15 @@ func testPKI(t testing.TB) (server, client *tls.Config) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
-	server = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
-	client = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	return server, client
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pki{
+		server:  &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12},
+		client:  &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
 }
