@@ -57,6 +57,8 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 		creds = credentials.NewTLS(opts.TLS)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithReadBufferSize(ioBufferSize), grpc.WithWriteBufferSize(ioBufferSize),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
 	if err != nil {

@@ -109,6 +109,14 @@ func (e *entry) drop() {
 	}
 }
 
+// Transport sizes for tensors: gRPC's defaults (64 KiB flow-control
+// windows grown by its bandwidth estimate, 32 KiB socket buffers) are
+// made for small messages; a tensor is a few large ones.
+const (
+	windowSize   = 16 << 20
+	ioBufferSize = 1 << 20
+)
+
 type principalKey struct{}
 
 // NewServer makes a Server; nothing listens until Serve.
@@ -124,6 +132,10 @@ func NewServer(opts Options) *Server {
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(windowSize),
+		grpc.ReadBufferSize(ioBufferSize),
+		grpc.WriteBufferSize(ioBufferSize),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
