@@ -188,7 +188,8 @@ files: $(VENV)/.installed
 # a pyarrow client of the Go server and a pyarrow server of the Go client,
 # over TLS with bearer tokens, every element type bit for bit; plain,
 # -race and cgocheck2 (the whole package: refusals, lying batches, hang-ups,
-# the loopback load test).
+# the loopback load test); then examples/flight, a Go server and a Python
+# client.
 FLIGHT_ENV := DLFLIGHT_PYTHON=$(CURDIR)/$(VENV)/bin/python
 flight: $(VENV)/.installed
 	@echo "== Arrow Flight: dlflight with pyarrow.flight (TLS, tokens), plain, race, cgocheck2"
@@ -196,6 +197,8 @@ flight: $(VENV)/.installed
 	$(FLIGHT_ENV) $(GO) test -count=1 ./dlflight
 	$(FLIGHT_ENV) $(GO) test -count=1 -race ./dlflight
 	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
+	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
