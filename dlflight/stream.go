@@ -19,16 +19,15 @@ var errLimit = errors.New("dlflight: limit exceeded")
 // header and aligned body become one IPC message. Frames with no header
 // (app metadata only) are skipped.
 type frameReader struct {
-	recv     func(*inFrame) error
-	alloc    memory.Allocator
-	maxBody  int64 // total body bytes allowed; 0: no limit
-	body     int64
-	desc     *flight.FlightDescriptor
-	msg      *ipc.Message
-	recvErr  error // the transport's error, as opposed to a malformed stream
-	bodies   []*memory.Buffer
-	refs     atomic.Int64
-	released atomic.Bool
+	recv    func(*inFrame) error
+	alloc   memory.Allocator
+	maxBody int64 // total body bytes allowed; 0: no limit
+	body    int64
+	desc    *flight.FlightDescriptor
+	msg     *ipc.Message
+	recvErr error // the transport's error, as opposed to a malformed stream
+	bodies  []*memory.Buffer
+	refs    atomic.Int64
 }
 
 func newFrameReader(recv func(*inFrame) error, alloc memory.Allocator, maxBody int64) *frameReader {

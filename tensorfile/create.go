@@ -161,7 +161,8 @@ func create(path string, header []byte, data int64) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fd.Write(header); err == nil {
+	_, err = fd.Write(header)
+	if err == nil {
 		err = fd.Truncate(int64(len(header)) + data)
 	}
 	if cerr := fd.Close(); err == nil {
