@@ -1,6 +1,8 @@
 package dlflight
 
 import (
+	"errors"
+	"net"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -86,63 +88,7 @@ func TestHostileBatches(t *testing.T) {
 	raw := flight.NewFlightServiceClient(conn)
 	ctx := ctxT(t)
 
-	withNull := floats(8)
-	withNull[5] = nil
-	utf8Col := func() arrow.RecordBatch {
-		b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 2, arrow.BinaryTypes.String)
-		defer b.Release()
-		b.Append(true)
-		b.ValueBuilder().(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
-		col := b.NewArray()
-		defer col.Release()
-		schema := arrow.NewSchema([]arrow.Field{{Name: "t", Type: col.DataType(), Metadata: arrow.MetadataFrom(ext("[2]"))}}, nil)
-		return array.NewRecordBatch(schema, []arrow.Array{col}, 1)
-	}
-	boolCol := func() arrow.RecordBatch {
-		b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 2, arrow.FixedWidthTypes.Boolean)
-		defer b.Release()
-		b.Append(true)
-		b.ValueBuilder().(*array.BooleanBuilder).AppendValues([]bool{true, false}, nil)
-		col := b.NewArray()
-		defer col.Release()
-		schema := arrow.NewSchema([]arrow.Field{{Name: "t", Type: col.DataType(), Metadata: arrow.MetadataFrom(ext("[2]"))}}, nil)
-		return array.NewRecordBatch(schema, []arrow.Array{col}, 1)
-	}
-	truncated := func() []*flight.FlightData {
-		fds := encode(t, fslRecord(4, floats(64), ext("[4]"), nil))
-		last := fds[len(fds)-1]
-		last.DataBody = last.DataBody[:len(last.DataBody)/2]
-		return fds
-	}
-	cases := map[string]func() []*flight.FlightData{
-		"metadata shape disagrees with the storage": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), ext("[3]"), nil)) },
-		"nulls in the values":                       func() []*flight.FlightData { return encode(t, fslRecord(4, withNull, ext("[4]"), nil)) },
-		"extension shape overflows": func() []*flight.FlightData {
-			return encode(t, fslRecord(4, floats(8), ext("[4611686018427387905,4]"), nil))
-		},
-		"tensor shape overflows": func() []*flight.FlightData {
-			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[4611686018427387905,4]"}))
-		},
-		"tensor shape disagrees with the rows": func() []*flight.FlightData {
-			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[3,4]"}))
-		},
-		"dtype disagrees": func() []*flight.FlightData {
-			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[2,4]", MetaDType: "float64"}))
-		},
-		"negative dimension": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), ext("[-4]"), nil)) },
-		"permuted": func() []*flight.FlightData {
-			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[1,0]}`}, nil))
-		},
-		"not an extension": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), nil, nil)) },
-		"strings":          func() []*flight.FlightData { return encode(t, utf8Col()) },
-		"booleans":         func() []*flight.FlightData { return encode(t, boolCol()) },
-		"garbage header": func() []*flight.FlightData {
-			fds := encode(t, fslRecord(4, floats(8), ext("[4]"), nil))
-			fds[1].DataHeader = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}
-			return fds
-		},
-		"truncated body": truncated,
-	}
+	cases := lyingStreams(t)
 	for name, mk := range cases {
 		fds := mk()
 		stream, err := raw.DoPut(ctx)
@@ -188,4 +134,108 @@ func wantCodeNamed(t testing.TB, name string, err error, code codes.Code) {
 		}
 	}()
 	wantCode(t, err, code)
+}
+
+// lyingStreams are Flight streams whose schema or batches lie, each made
+// by arrow-go's own writer (then altered).
+func lyingStreams(t testing.TB) map[string]func() []*flight.FlightData {
+	withNull := floats(8)
+	withNull[5] = nil
+	utf8Col := func() arrow.RecordBatch {
+		b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 2, arrow.BinaryTypes.String)
+		defer b.Release()
+		b.Append(true)
+		b.ValueBuilder().(*array.StringBuilder).AppendValues([]string{"a", "b"}, nil)
+		col := b.NewArray()
+		defer col.Release()
+		schema := arrow.NewSchema([]arrow.Field{{Name: "t", Type: col.DataType(), Metadata: arrow.MetadataFrom(ext("[2]"))}}, nil)
+		return array.NewRecordBatch(schema, []arrow.Array{col}, 1)
+	}
+	boolCol := func() arrow.RecordBatch {
+		b := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 2, arrow.FixedWidthTypes.Boolean)
+		defer b.Release()
+		b.Append(true)
+		b.ValueBuilder().(*array.BooleanBuilder).AppendValues([]bool{true, false}, nil)
+		col := b.NewArray()
+		defer col.Release()
+		schema := arrow.NewSchema([]arrow.Field{{Name: "t", Type: col.DataType(), Metadata: arrow.MetadataFrom(ext("[2]"))}}, nil)
+		return array.NewRecordBatch(schema, []arrow.Array{col}, 1)
+	}
+	truncated := func() []*flight.FlightData {
+		fds := encode(t, fslRecord(4, floats(64), ext("[4]"), nil))
+		last := fds[len(fds)-1]
+		last.DataBody = last.DataBody[:len(last.DataBody)/2]
+		return fds
+	}
+	return map[string]func() []*flight.FlightData{
+		"metadata shape disagrees with the storage": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), ext("[3]"), nil)) },
+		"nulls in the values":                       func() []*flight.FlightData { return encode(t, fslRecord(4, withNull, ext("[4]"), nil)) },
+		"extension shape overflows": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), ext("[4611686018427387905,4]"), nil))
+		},
+		"tensor shape overflows": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[4611686018427387905,4]"}))
+		},
+		"tensor shape disagrees with the rows": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[3,4]"}))
+		},
+		"dtype disagrees": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), ext("[4]"), map[string]string{MetaShape: "[2,4]", MetaDType: "float64"}))
+		},
+		"negative dimension": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), ext("[-4]"), nil)) },
+		"permuted": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[1,0]}`}, nil))
+		},
+		"not an extension": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), nil, nil)) },
+		"strings":          func() []*flight.FlightData { return encode(t, utf8Col()) },
+		"booleans":         func() []*flight.FlightData { return encode(t, boolCol()) },
+		"garbage header": func() []*flight.FlightData {
+			fds := encode(t, fslRecord(4, floats(8), ext("[4]"), nil))
+			fds[1].DataHeader = []byte{1, 2, 3, 4, 5, 6, 7, 8, 9}
+			return fds
+		},
+		"truncated body": truncated,
+	}
+}
+
+// liar is a Flight server that answers every DoGet with the stream named
+// by the ticket.
+type liar struct {
+	flight.BaseFlightServer
+	streams map[string]func() []*flight.FlightData
+}
+
+func (l *liar) DoGet(tk *flight.Ticket, stream flight.FlightService_DoGetServer) error {
+	for _, fd := range l.streams[string(tk.Ticket)]() {
+		if err := stream.Send(fd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestLyingServer: the client refuses every lying stream from a server
+// with ErrInvalid and releases what it received.
+func TestLyingServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := lyingStreams(t)
+	gs := grpc.NewServer()
+	flight.RegisterFlightServiceServer(gs, &liar{streams: streams})
+	go gs.Serve(lis)
+	defer gs.Stop()
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c := dial(t, lis.Addr().String(), ClientOptions{Allocator: alloc})
+	for name := range streams {
+		tt, err := c.Get(ctxT(t), name)
+		if !errors.Is(err, ErrInvalid) {
+			if tt != nil {
+				tt.Release()
+			}
+			t.Fatalf("%s: %v, want ErrInvalid", name, err)
+		}
+		alloc.AssertSize(t, 0)
+	}
 }
