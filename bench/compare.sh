@@ -96,9 +96,9 @@ GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPEN
 
 # Arrow Flight (package dlflight) on loopback, against pyarrow.flight, and
 # the shared-file alternative (tensorfile.CreateNPY on /dev/shm). A few
-# runs each (the best), bounded: 3 Go iterations per size.
+# runs each (the best), bounded: 5 Go iterations per size, after a warm-up.
 echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm" >&2
-flgo=$(go test -run '^$' -bench '^Benchmark(FlightGet|Memcpy)$' -benchtime 3x ./dlflight)
+flgo=$(go test -run '^$' -bench '^Benchmark(FlightGet|Memcpy)$' -benchtime 5x ./dlflight)
 go build -o .build/flightserve ./bench/flightserve >&2
 shm=/dev/shm/dlflight-bench-$$.npy
 coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
