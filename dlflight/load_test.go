@@ -188,3 +188,47 @@ func TestLoad(t *testing.T) {
 		t.Fatalf("released %d", src.released.Load())
 	}
 }
+
+// TestUnregisterDuringGet: a tensor unregistered while a DoGet sends it
+// is released when that DoGet ends, not before, and exactly once.
+func TestUnregisterDuringGet(t *testing.T) {
+	limit := messageOverhead + 1<<20
+	s, addr := serve(t, Options{MaxMessageBytes: limit})
+	src := newRaw(t, dlpack.Float32, 16384, 1024) // 64 MiB in 1 MiB batches: more than gRPC's windows hold
+	if err := s.Register("big", src); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()), grpc.MaxCallRecvMsgSize(limit)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := flight.NewFlightServiceClient(conn).DoGet(ctx, &flight.Ticket{Ticket: []byte("big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the schema and one batch: the server is mid-stream
+		f := &inFrame{alloc: memory.DefaultAllocator}
+		if err := stream.RecvMsg(f); err != nil {
+			t.Fatal(err)
+		}
+		if f.body != nil {
+			f.body.Release()
+		}
+	}
+	if !s.Unregister("big") {
+		t.Fatal("not registered")
+	}
+	if n := src.released.Load(); n != 0 {
+		t.Fatalf("released %d times while a DoGet sends it", n)
+	}
+	cancel()
+	waitFor(t, "not released", func() bool { return src.released.Load() == 1 })
+	time.Sleep(50 * time.Millisecond)
+	if n := src.released.Load(); n != 1 {
+		t.Fatalf("released %d times", n)
+	}
+}
