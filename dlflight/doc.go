@@ -20,6 +20,9 @@
 // is split along its first dimension into several batches; Get puts them
 // back together. Element types: int8..int64, uint8..uint64, float16,
 // float32, float64 (what Arrow and DLPack share; Arrow booleans are bits).
+// Received columns must be row-major: a fixed_shape_tensor whose
+// permutation is not the identity is refused (ErrInvalid), as a column
+// with nulls is.
 //
 // ListFlights and GetFlightInfo describe each tensor before it is fetched:
 // the FlightDescriptor's path is the name, the ticket is the name, the

@@ -75,10 +75,10 @@ func dlpackOf(at arrow.DataType) (dlpack.DataType, bool) {
 // Info describes a tensor a server holds, as ListFlights and
 // GetFlightInfo report it.
 type Info struct {
-	Name  string          `json:"name"`
-	DType dlpack.DataType `json:"-"`
-	Shape []int64         `json:"shape"`
-	Bytes int64           `json:"bytes"`
+	Name  string
+	DType dlpack.DataType
+	Shape []int64
+	Bytes int64
 }
 
 type infoJSON struct {
