@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib flight
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
 
 fmt-check:
@@ -209,6 +209,21 @@ cli: $(VENV)/.installed
 		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
 	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -race ./cmd/tensorfile
+# Arrow Flight (package dlflight) against pyarrow.flight of the pinned venv:
+# a pyarrow client of the Go server and a pyarrow server of the Go client,
+# over TLS with bearer tokens, every element type bit for bit; plain,
+# -race and cgocheck2 (the whole package: refusals, lying batches, hang-ups,
+# the loopback load test); then examples/flight, a Go server and a Python
+# client.
+FLIGHT_ENV := DLFLIGHT_PYTHON=$(CURDIR)/$(VENV)/bin/python
+flight: $(VENV)/.installed
+	@echo "== Arrow Flight: dlflight with pyarrow.flight (TLS, tokens), plain, race, cgocheck2"
+	$(FLIGHT_ENV) $(GO) test -count=1 -v -run Peers ./dlflight 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit'
+	$(FLIGHT_ENV) $(GO) test -count=1 ./dlflight
+	$(FLIGHT_ENV) $(GO) test -count=1 -race ./dlflight
+	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
+	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
