@@ -152,7 +152,7 @@ func OpenFile(path string) (*File, error) {
 	})
 	if err != nil {
 		m.Release()
-		return nil, fmt.Errorf("dlarrow: %s: %w", path, err)
+		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
 	if !f.schema.IsNativeEndian() {
 		m.Release()
@@ -379,7 +379,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		}
 		t, err = fromFileField(rec.Schema().Field(col), rec.Column(col))
 		if err != nil {
-			return fmt.Errorf("column %q: %w", rec.ColumnName(col), err)
+			return fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 		}
 		if len(t.buf) > 0 && !f.m.contains(t.buf) {
 			t.Release()
@@ -393,7 +393,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		if t != nil {
 			t.Release()
 		}
-		return nil, fmt.Errorf("dlarrow: %w", err)
+		return nil, err
 	}
 	f.m.Retain()
 	t.refs.keep = f.m

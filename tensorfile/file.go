@@ -70,6 +70,7 @@ func (m *mapping) ReleaseTensor() { m.release() }
 
 func (m *mapping) release() {
 	if m.refs.Add(-1) == 0 {
+		m.unregister()
 		_ = munmap(m.data) // cannot fail for a mapping we made
 		m.data = nil
 		unmaps.Add(1)
@@ -116,6 +117,7 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	}
 	m := &mapping{data: data}
 	m.refs.Store(1)
+	m.register()
 	liveMappings.Add(1)
 	return &File{m: m, writable: writable}, fd, size, nil
 }
