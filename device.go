@@ -3,6 +3,7 @@ package dlpack
 import (
 	"strconv"
 	"strings"
+	"structs"
 )
 
 // DeviceType mirrors DLDeviceType. It is a plain integer: a newer producer
@@ -10,7 +11,8 @@ import (
 // validation rejects.
 type DeviceType int32
 
-// The device types of DLPack 1.3.
+// The device types of DLPack 1.3, and those the specification's main
+// branch has added since (TPU, TPUHost, Ascend).
 const (
 	CPU         DeviceType = 1
 	CUDA        DeviceType = 2
@@ -28,6 +30,9 @@ const (
 	Hexagon     DeviceType = 16
 	MAIA        DeviceType = 17
 	Trn         DeviceType = 18
+	TPU         DeviceType = 19 // Google TPU device memory
+	TPUHost     DeviceType = 20 // pinned host memory of a TPU runtime (JAX's "pinned_host")
+	Ascend      DeviceType = 21 // Huawei Ascend NPU device memory
 )
 
 var deviceNames = [...]string{
@@ -35,11 +40,11 @@ var deviceNames = [...]string{
 	Vulkan: "vulkan", Metal: "metal", VPI: "vpi", ROCM: "rocm",
 	ROCMHost: "rocm_host", ExtDev: "ext_dev", CUDAManaged: "cuda_managed",
 	OneAPI: "oneapi", WebGPU: "webgpu", Hexagon: "hexagon", MAIA: "maia",
-	Trn: "trn",
+	Trn: "trn", TPU: "tpu", TPUHost: "tpu_host", Ascend: "ascend",
 }
 
-// IsKnown reports whether t is one of the device types of DLPack 1.3
-// (5 and 6 are unassigned).
+// IsKnown reports whether t is one of the device types above: 1 to 21,
+// 5 and 6 being unassigned.
 func (t DeviceType) IsKnown() bool {
 	return t > 0 && int(t) < len(deviceNames) && deviceNames[t] != ""
 }
@@ -53,13 +58,19 @@ func (t DeviceType) String() string {
 }
 
 // HostAccessible reports whether the CPU can read memory of this type
-// directly: CPU, and the pinned or managed host memory of CUDA and ROCm.
+// directly: CPU, the pinned host memory of CUDA, ROCm and TPU runtimes
+// (CUDAHost, ROCMHost, TPUHost: ordinary host pages the runtime has
+// pinned for fast transfers), and CUDA managed memory. Device memory
+// (CUDA, ROCM, TPU, Ascend, ...) is not; neither are OneAPI allocations,
+// whose kind only the oneAPI runtime can tell.
 func (t DeviceType) HostAccessible() bool {
-	return t == CPU || t == CUDAHost || t == ROCMHost || t == CUDAManaged
+	return t == CPU || t == CUDAHost || t == ROCMHost || t == CUDAManaged || t == TPUHost
 }
 
 // Device mirrors DLDevice: a device type and its index.
 type Device struct {
+	_ structs.HostLayout
+
 	Type DeviceType
 	ID   int32
 }
@@ -90,12 +101,12 @@ func ParseDevice(s string) (Device, error) {
 	if rest, ok := strings.CutPrefix(name, "device("); ok && strings.HasSuffix(rest, ")") {
 		n, err := strconv.ParseInt(strings.TrimSuffix(rest, ")"), 10, 32)
 		if err == nil {
-			return Device{DeviceType(n), int32(id)}, nil
+			return Device{Type: DeviceType(n), ID: int32(id)}, nil
 		}
 	}
 	for t, n := range deviceNames {
 		if n != "" && n == name {
-			return Device{DeviceType(t), int32(id)}, nil
+			return Device{Type: DeviceType(t), ID: int32(id)}, nil
 		}
 	}
 	return Device{}, fieldErr(ErrDevice, "device", strconv.Quote(s), "unknown device name")

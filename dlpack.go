@@ -2,10 +2,21 @@
 // in include/dlpack/dlpack.h. The build fails if any size or offset
 // differs from the C compiler's (see cgo_bridge.go). They are plain data:
 // behaviour lives on the safe types (Foreign, Buffer) and functions.
+//
+// Each mirror struct (and Device and DataType, which they nest) opens with
+// a structs.HostLayout field: the Go spec leaves struct layout to the
+// implementation, and the marker is what binds Go to the C ABI's order and
+// padding, so a future compiler cannot reorder or repad them. The marker
+// binds only the struct that holds it, hence one in each. Being zero-sized
+// and first, it adds no bytes; it does mean these structs are written with
+// field names (Device{Type: CUDA, ID: 1}), as vet asks anyway.
 
 package dlpack
 
-import "strconv"
+import (
+	"strconv"
+	"structs"
+)
 
 // The DLPack ABI version this package implements and exports.
 const (
@@ -17,6 +28,8 @@ const (
 // can be read; any minor version is accepted, and values a newer minor adds
 // (device types, type codes, flags) are rejected at validation.
 type Version struct {
+	_ structs.HostLayout
+
 	Major uint32
 	Minor uint32
 }
@@ -45,6 +58,8 @@ const (
 // because it may be a device address; Shape and Strides are host pointers
 // or nil.
 type Tensor struct {
+	_ structs.HostLayout
+
 	Data       uintptr
 	Device     Device
 	NDim       int32
@@ -57,6 +72,8 @@ type Tensor struct {
 // ManagedTensor mirrors the legacy (pre-1.0) DLManagedTensor, which carries
 // no version and no flags. Deleter holds a C function pointer.
 type ManagedTensor struct {
+	_ structs.HostLayout
+
 	DLTensor   Tensor
 	ManagerCtx uintptr
 	Deleter    uintptr
@@ -65,6 +82,8 @@ type ManagedTensor struct {
 // ManagedTensorVersioned mirrors DLManagedTensorVersioned (DLPack 1.0 and
 // later). Deleter holds a C function pointer.
 type ManagedTensorVersioned struct {
+	_ structs.HostLayout
+
 	Version    Version
 	ManagerCtx uintptr
 	Deleter    uintptr
@@ -75,6 +94,8 @@ type ManagedTensorVersioned struct {
 // ExchangeAPIHeader mirrors DLPackExchangeAPIHeader. PrevAPI is the address
 // of an older table (or 0).
 type ExchangeAPIHeader struct {
+	_ structs.HostLayout
+
 	Version Version
 	PrevAPI uintptr
 }
@@ -82,6 +103,8 @@ type ExchangeAPIHeader struct {
 // ExchangeAPI mirrors the DLPack 1.3 DLPackExchangeAPI table. Every entry is
 // a C function pointer (or 0); see include/dlpack/dlpack.h for signatures.
 type ExchangeAPI struct {
+	_ structs.HostLayout
+
 	Header                          ExchangeAPIHeader
 	ManagedTensorAllocator          uintptr
 	ManagedTensorFromPyObjectNoSync uintptr

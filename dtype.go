@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"structs"
 
 	"github.com/godlpack/dlpack/minifloat"
 )
@@ -13,7 +14,8 @@ import (
 // IsKnown reports and validation rejects.
 type DataTypeCode uint8
 
-// The type codes of DLPack 1.3.
+// The type codes of DLPack 1.3, and the one the specification's main
+// branch has added since (Bcomplex).
 const (
 	CodeInt               DataTypeCode = 0
 	CodeUInt              DataTypeCode = 1
@@ -33,6 +35,7 @@ const (
 	CodeFloat6E2M3FN      DataTypeCode = 15
 	CodeFloat6E3M2FN      DataTypeCode = 16
 	CodeFloat4E2M1FN      DataTypeCode = 17
+	CodeBcomplex          DataTypeCode = 18 // two bfloat16, real then imaginary: 32 bits
 )
 
 // codeInfo describes each known code: its name in type strings and, for the
@@ -59,9 +62,10 @@ var codeInfo = [...]struct {
 	CodeFloat6E2M3FN:      {"float6_e2m3fn", 6},
 	CodeFloat6E3M2FN:      {"float6_e3m2fn", 6},
 	CodeFloat4E2M1FN:      {"float4_e2m1fn", 4},
+	CodeBcomplex:          {"bcomplex32", 32},
 }
 
-// IsKnown reports whether c is one of the codes of DLPack 1.3.
+// IsKnown reports whether c is one of the codes above (0 to 18).
 func (c DataTypeCode) IsKnown() bool { return int(c) < len(codeInfo) }
 
 // String returns the code's name ("float", "float8_e4m3fn"), or "code(N)".
@@ -75,41 +79,44 @@ func (c DataTypeCode) String() string {
 // DataType mirrors DLDataType: the element type of a tensor. Lanes is 1 for
 // scalar elements and more for vector types.
 type DataType struct {
+	_ structs.HostLayout
+
 	Code  DataTypeCode
 	Bits  uint8
 	Lanes uint16
 }
 
-// Named data types, one for every code of DLPack 1.3 at its usual width.
+// Named data types, one for every known code at its usual width.
 var (
-	Bool           = DataType{CodeBool, 8, 1}
-	Int8           = DataType{CodeInt, 8, 1}
-	Int16          = DataType{CodeInt, 16, 1}
-	Int32          = DataType{CodeInt, 32, 1}
-	Int64          = DataType{CodeInt, 64, 1}
-	Uint8          = DataType{CodeUInt, 8, 1}
-	Uint16         = DataType{CodeUInt, 16, 1}
-	Uint32         = DataType{CodeUInt, 32, 1}
-	Uint64         = DataType{CodeUInt, 64, 1}
-	Float16        = DataType{CodeFloat, 16, 1}
-	Float32        = DataType{CodeFloat, 32, 1}
-	Float64        = DataType{CodeFloat, 64, 1}
-	BFloat16       = DataType{CodeBfloat, 16, 1}
-	Complex64      = DataType{CodeComplex, 64, 1}
-	Complex128     = DataType{CodeComplex, 128, 1}
-	OpaqueHandle64 = DataType{CodeOpaqueHandle, 64, 1}
+	Bool           = DataType{Code: CodeBool, Bits: 8, Lanes: 1}
+	Int8           = DataType{Code: CodeInt, Bits: 8, Lanes: 1}
+	Int16          = DataType{Code: CodeInt, Bits: 16, Lanes: 1}
+	Int32          = DataType{Code: CodeInt, Bits: 32, Lanes: 1}
+	Int64          = DataType{Code: CodeInt, Bits: 64, Lanes: 1}
+	Uint8          = DataType{Code: CodeUInt, Bits: 8, Lanes: 1}
+	Uint16         = DataType{Code: CodeUInt, Bits: 16, Lanes: 1}
+	Uint32         = DataType{Code: CodeUInt, Bits: 32, Lanes: 1}
+	Uint64         = DataType{Code: CodeUInt, Bits: 64, Lanes: 1}
+	Float16        = DataType{Code: CodeFloat, Bits: 16, Lanes: 1}
+	Float32        = DataType{Code: CodeFloat, Bits: 32, Lanes: 1}
+	Float64        = DataType{Code: CodeFloat, Bits: 64, Lanes: 1}
+	BFloat16       = DataType{Code: CodeBfloat, Bits: 16, Lanes: 1}
+	Complex64      = DataType{Code: CodeComplex, Bits: 64, Lanes: 1}
+	Complex128     = DataType{Code: CodeComplex, Bits: 128, Lanes: 1}
+	OpaqueHandle64 = DataType{Code: CodeOpaqueHandle, Bits: 64, Lanes: 1}
 
-	Float8E3M4        = DataType{CodeFloat8E3M4, 8, 1}
-	Float8E4M3        = DataType{CodeFloat8E4M3, 8, 1}
-	Float8E4M3B11FNUZ = DataType{CodeFloat8E4M3B11FNUZ, 8, 1}
-	Float8E4M3FN      = DataType{CodeFloat8E4M3FN, 8, 1}
-	Float8E4M3FNUZ    = DataType{CodeFloat8E4M3FNUZ, 8, 1}
-	Float8E5M2        = DataType{CodeFloat8E5M2, 8, 1}
-	Float8E5M2FNUZ    = DataType{CodeFloat8E5M2FNUZ, 8, 1}
-	Float8E8M0FNU     = DataType{CodeFloat8E8M0FNU, 8, 1}
-	Float6E2M3FN      = DataType{CodeFloat6E2M3FN, 6, 1}
-	Float6E3M2FN      = DataType{CodeFloat6E3M2FN, 6, 1}
-	Float4E2M1FN      = DataType{CodeFloat4E2M1FN, 4, 1}
+	Float8E3M4        = DataType{Code: CodeFloat8E3M4, Bits: 8, Lanes: 1}
+	Float8E4M3        = DataType{Code: CodeFloat8E4M3, Bits: 8, Lanes: 1}
+	Float8E4M3B11FNUZ = DataType{Code: CodeFloat8E4M3B11FNUZ, Bits: 8, Lanes: 1}
+	Float8E4M3FN      = DataType{Code: CodeFloat8E4M3FN, Bits: 8, Lanes: 1}
+	Float8E4M3FNUZ    = DataType{Code: CodeFloat8E4M3FNUZ, Bits: 8, Lanes: 1}
+	Float8E5M2        = DataType{Code: CodeFloat8E5M2, Bits: 8, Lanes: 1}
+	Float8E5M2FNUZ    = DataType{Code: CodeFloat8E5M2FNUZ, Bits: 8, Lanes: 1}
+	Float8E8M0FNU     = DataType{Code: CodeFloat8E8M0FNU, Bits: 8, Lanes: 1}
+	Float6E2M3FN      = DataType{Code: CodeFloat6E2M3FN, Bits: 6, Lanes: 1}
+	Float6E3M2FN      = DataType{Code: CodeFloat6E3M2FN, Bits: 6, Lanes: 1}
+	Float4E2M1FN      = DataType{Code: CodeFloat4E2M1FN, Bits: 4, Lanes: 1}
+	Bcomplex32        = DataType{Code: CodeBcomplex, Bits: 32, Lanes: 1}
 )
 
 // String returns the type's name: "float32", "bfloat16", "float8_e4m3fn",
@@ -164,12 +171,12 @@ func parseScalarType(s string) (DataType, bool) {
 		if !ok || err1 != nil || err2 != nil {
 			return DataType{}, false
 		}
-		return DataType{DataTypeCode(c), uint8(b), 1}, true
+		return DataType{Code: DataTypeCode(c), Bits: uint8(b), Lanes: 1}, true
 	}
 	// Fixed-width names first: "float8_e4m3fn" must not parse as "float" 8.
 	for c, info := range codeInfo {
 		if info.fixedBits != 0 && s == info.name {
-			return DataType{DataTypeCode(c), info.fixedBits, 1}, true
+			return DataType{Code: DataTypeCode(c), Bits: info.fixedBits, Lanes: 1}, true
 		}
 	}
 	for c, info := range codeInfo {
@@ -181,7 +188,7 @@ func parseScalarType(s string) (DataType, bool) {
 			if err != nil {
 				return DataType{}, false
 			}
-			return DataType{DataTypeCode(c), uint8(b), 1}, true
+			return DataType{Code: DataTypeCode(c), Bits: uint8(b), Lanes: 1}, true
 		}
 	}
 	return DataType{}, false
@@ -200,8 +207,8 @@ func isDigits(s string) bool {
 }
 
 // Validate checks d against the DLPack 1.3 rules: a known code; lanes >= 1;
-// bool 8 bits; bfloat 16; float 16, 32 or 64; complex 32, 64 or 128; fp8
-// codes 8, fp6 6 and fp4 4 bits; int and uint 1, 2, 4, 8, 16, 32 or 64;
+// bool 8 bits; bfloat 16; float 16, 32 or 64; complex 32, 64 or 128;
+// bcomplex 32; fp8 codes 8, fp6 6 and fp4 4 bits; int and uint 1, 2, 4, 8, 16, 32 or 64;
 // opaque handles any non-zero width.
 func (d DataType) Validate() error {
 	if !d.Code.IsKnown() {

@@ -28,6 +28,9 @@ func TestDataTypeNamesRoundTrip(t *testing.T) {
 		"float6_e2m3fn":            dlpack.Float6E2M3FN,
 		"float6_e3m2fn":            dlpack.Float6E3M2FN,
 		"float4_e2m1fn":            dlpack.Float4E2M1FN,
+		"bcomplex32":               dlpack.Bcomplex32,
+		"bcomplex32x2":             {Code: dlpack.CodeBcomplex, Bits: 32, Lanes: 2},
+		"dtype(code=18,bits=64)":   {Code: dlpack.CodeBcomplex, Bits: 64, Lanes: 1},
 		"int8x4":                   {Code: dlpack.CodeInt, Bits: 8, Lanes: 4},
 		"float4_e2m1fnx2":          {Code: dlpack.CodeFloat4E2M1FN, Bits: 4, Lanes: 2},
 		"dtype(code=99,bits=8)":    {Code: 99, Bits: 8, Lanes: 1},
@@ -40,13 +43,17 @@ func TestDataTypeNamesRoundTrip(t *testing.T) {
 		require.NoError(t, err, name)
 		assert.Equal(t, dt, got, "ParseDataType(%q)", name)
 	}
-	// Every code of 1.3 has a name, and its named value validates.
-	for c := dlpack.DataTypeCode(0); c <= 17; c++ {
+	// Every code of 1.3 and of the specification's main branch (18,
+	// bcomplex) has a name; 19 is the first unknown one.
+	for c := dlpack.DataTypeCode(0); c <= 18; c++ {
 		assert.True(t, c.IsKnown())
 		assert.NotContains(t, c.String(), "code(")
 	}
-	assert.False(t, dlpack.DataTypeCode(18).IsKnown())
-	assert.Equal(t, "code(18)", dlpack.DataTypeCode(18).String())
+	assert.False(t, dlpack.DataTypeCode(19).IsKnown())
+	assert.Equal(t, "code(19)", dlpack.DataTypeCode(19).String())
+	assert.NoError(t, dlpack.Bcomplex32.Validate())
+	assert.Equal(t, 4, dlpack.Bcomplex32.ItemSize())
+	assert.ErrorIs(t, dlpack.DataType{Code: dlpack.CodeBcomplex, Bits: 64, Lanes: 1}.Validate(), dlpack.ErrDataType)
 }
 
 func TestParseDataTypeErrors(t *testing.T) {
@@ -68,7 +75,7 @@ func TestDataTypeValidate(t *testing.T) {
 		assert.NoError(t, dt.Validate(), dt.String())
 	}
 	invalid := map[string]dlpack.DataType{
-		"dtype.code":  {Code: 18, Bits: 8, Lanes: 1},
+		"dtype.code":  {Code: 19, Bits: 8, Lanes: 1},
 		"dtype.lanes": {Code: dlpack.CodeFloat, Bits: 32, Lanes: 0},
 	}
 	for field, dt := range invalid {
@@ -150,7 +157,8 @@ func TestDevices(t *testing.T) {
 		"vpi": {Type: dlpack.VPI}, "rocm:3": {Type: dlpack.ROCM, ID: 3}, "rocm_host": {Type: dlpack.ROCMHost},
 		"ext_dev": {Type: dlpack.ExtDev}, "cuda_managed": {Type: dlpack.CUDAManaged}, "oneapi": {Type: dlpack.OneAPI},
 		"webgpu": {Type: dlpack.WebGPU}, "hexagon": {Type: dlpack.Hexagon}, "maia": {Type: dlpack.MAIA},
-		"trn:7": {Type: dlpack.Trn, ID: 7}, "device(42):3": {Type: 42, ID: 3},
+		"trn:7": {Type: dlpack.Trn, ID: 7}, "tpu:3": {Type: dlpack.TPU, ID: 3}, "tpu_host": {Type: dlpack.TPUHost},
+		"ascend:1": {Type: dlpack.Ascend, ID: 1}, "device(42):3": {Type: 42, ID: 3},
 	}
 	for s, d := range names {
 		assert.Equal(t, s, d.String())
@@ -174,10 +182,15 @@ func TestDevices(t *testing.T) {
 			assert.ErrorIs(t, dlpack.Device{Type: ty}.Validate(), dlpack.ErrDevice)
 		}
 	}
-	assert.Equal(t, 16, known, "1..18 without the unassigned 5 and 6")
+	assert.Equal(t, 19, known, "1..21 without the unassigned 5 and 6")
+	assert.False(t, dlpack.DeviceType(22).IsKnown())
+	assert.Equal(t, "device(22)", dlpack.DeviceType(22).String())
 	assert.ErrorIs(t, dlpack.Device{Type: dlpack.CUDA, ID: -1}.Validate(), dlpack.ErrDevice)
 	assert.True(t, dlpack.CUDAManaged.HostAccessible())
 	assert.False(t, dlpack.CUDA.HostAccessible())
+	assert.True(t, dlpack.TPUHost.HostAccessible())
+	assert.False(t, dlpack.TPU.HostAccessible())
+	assert.False(t, dlpack.Ascend.HostAccessible())
 }
 
 func TestFlagsAndVersionStrings(t *testing.T) {

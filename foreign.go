@@ -105,7 +105,7 @@ type ImportOption struct {
 func AssumeWritable() ImportOption { return ImportOption{kind: importAssumeWritable} }
 
 // AllowHostMemory allows CPU views of host-accessible device memory
-// (CUDAHost, ROCMHost, CUDAManaged). Without it only CPU tensors can be
+// (CUDAHost, ROCMHost, TPUHost, CUDAManaged). Without it only CPU tensors can be
 // viewed from Go. The caller is responsible for stream synchronisation.
 func AllowHostMemory() ImportOption { return ImportOption{kind: importHostMemory} }
 

@@ -47,8 +47,8 @@ func FuzzCheckTensor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, minor uint32, flags uint64, legacy bool, devType, devID, ndim int32,
 		code, bits uint8, lanes uint16, byteOffset uint64, shapeB, strideB []byte, nullShape, nullStrides bool, dataMode uint8) {
 		buf := make([]byte, 4096)
-		tn := Tensor{Device: Device{DeviceType(devType), devID}, NDim: ndim,
-			DType: DataType{DataTypeCode(code), bits, lanes}, ByteOffset: byteOffset}
+		tn := Tensor{Device: Device{Type: DeviceType(devType), ID: devID}, NDim: ndim,
+			DType: DataType{Code: DataTypeCode(code), Bits: bits, Lanes: lanes}, ByteOffset: byteOffset}
 		switch dataMode % 4 {
 		case 1:
 			tn.Data = uintptr(unsafe.Pointer(&buf[0]))
@@ -74,7 +74,7 @@ func FuzzCheckTensor(f *testing.F) {
 			tn.Shape = &one[0]
 		}
 		var c checked
-		err := checkTensor(&c, &tn, Version{1, minor}, Flags(flags), legacy, nil)
+		err := checkTensor(&c, &tn, Version{Major: 1, Minor: minor}, Flags(flags), legacy, nil)
 		if err != nil {
 			var fe *FieldError
 			if !errors.As(err, &fe) || fe.Field == "" {

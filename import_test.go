@@ -43,7 +43,7 @@ var malformed = []struct {
 	}, nil, dlpack.ErrNullData, "dl_tensor.data"},
 	{"negative ndim", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.NDim = -1; return s }, nil, dlpack.ErrNDim, "dl_tensor.ndim"},
 	{"ndim above 64", func() cshim.Spec { s := cpuF32(make([]int64, 65), nil); return s }, nil, dlpack.ErrNDim, "dl_tensor.ndim"},
-	{"unknown type code", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code = 18; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.code"},
+	{"unknown type code", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code = 19; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.code"},
 	{"zero lanes", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Lanes = 0; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.lanes"},
 	{"bool of 1 bit", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code, s.Bits = 6, 1; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
 	{"float8 of 16 bits", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Code, s.Bits = 10, 16; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
@@ -54,7 +54,7 @@ var malformed = []struct {
 	{"float of 8 bits", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Bits = 8; return s }, nil, dlpack.ErrDataType, "dl_tensor.dtype.bits"},
 	{"device type 0", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.DeviceType = 0; return s }, nil, dlpack.ErrDevice, "dl_tensor.device.device_type"},
 	{"unassigned device type 5", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.DeviceType = 5; return s }, nil, dlpack.ErrDevice, "dl_tensor.device.device_type"},
-	{"device type from the future", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.DeviceType = 19; return s }, nil, dlpack.ErrDevice, "dl_tensor.device.device_type"},
+	{"device type from the future", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.DeviceType = 22; return s }, nil, dlpack.ErrDevice, "dl_tensor.device.device_type"},
 	{"negative device id", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.DeviceID = -1; return s }, nil, dlpack.ErrDevice, "dl_tensor.device.device_id"},
 	{"unknown flag bit", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.Flags = 1 << 3; return s }, nil, dlpack.ErrFlags, "flags"},
 	{"NULL shape", func() cshim.Spec { s := cpuF32([]int64{2}, f32s(1, 2)); s.ShapeNull = true; return s }, nil, dlpack.ErrShape, "dl_tensor.shape"},
@@ -515,6 +515,30 @@ func TestImportDevices(t *testing.T) {
 	assert.Equal(t, []float32{3, 4}, xs)
 	f.Close()
 	assert.Equal(t, int64(1), ct.Deletes())
+
+	// The device types added on the specification's main branch import;
+	// TPUHost (JAX's pinned host memory) is host memory, TPU and Ascend
+	// device memory.
+	for _, c := range []struct {
+		ty   dlpack.DeviceType
+		host bool
+	}{{dlpack.TPUHost, true}, {dlpack.TPU, false}, {dlpack.Ascend, false}} {
+		s := cpuF32([]int64{2}, f32s(5, 6))
+		s.DeviceType = int32(c.ty)
+		ct := cshim.Make(s)
+		f, err := dlpack.Import(ct.Ptr, dlpack.AllowHostMemory())
+		require.NoError(t, err, "%v", c.ty)
+		assert.Equal(t, c.ty, f.Device().Type)
+		xs, err := dlpack.Slice[float32](f)
+		if c.host {
+			require.NoError(t, err, "%v", c.ty)
+			assert.Equal(t, []float32{5, 6}, xs)
+		} else {
+			assert.ErrorIs(t, err, dlpack.ErrDevice, "%v", c.ty)
+		}
+		f.Close()
+		assert.Equal(t, int64(1), ct.Deletes())
+	}
 }
 
 func TestImportMisaligned(t *testing.T) {

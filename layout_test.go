@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"structs"
 	"testing"
 
 	"github.com/godlpack/dlpack"
@@ -17,14 +18,16 @@ import (
 )
 
 // goLayout returns the Go size of every mirror struct and the offset and
-// size of every field, named like the C table (struct.field, C names).
+// size of every field, named like the C table (struct.field, C names). The
+// leading structs.HostLayout marker is not a C field; hostLayoutMarked
+// checks it is there.
 func goLayout() map[string][2]uintptr {
 	out := map[string][2]uintptr{}
 	add := func(cName string, v any, fields ...string) {
 		t := reflect.TypeOf(v)
 		out[cName] = [2]uintptr{0, t.Size()}
 		for i, f := range fields {
-			sf := t.Field(i)
+			sf := t.Field(i + 1)
 			out[cName+"."+f] = [2]uintptr{sf.Offset, sf.Type.Size()}
 		}
 	}
@@ -101,4 +104,24 @@ func TestLayoutAssertionsBreakTheBuild(t *testing.T) {
 	out, err = build()
 	require.Error(t, err, "a mirror of the wrong size must not build")
 	assert.Contains(t, out, "out of bounds", "the layout assertion is what fails: %s", out)
+}
+
+// Every mirror struct, and each struct it nests, opens with the
+// structs.HostLayout marker: without it Go does not promise the C order
+// and padding, and the marker does not reach nested structs by itself.
+func TestMirrorStructsHaveHostLayout(t *testing.T) {
+	marker := reflect.TypeFor[structs.HostLayout]()
+	for _, v := range []any{dlpack.Version{}, dlpack.Device{}, dlpack.DataType{}, dlpack.Tensor{},
+		dlpack.ManagedTensor{}, dlpack.ManagedTensorVersioned{}, dlpack.ExchangeAPIHeader{}, dlpack.ExchangeAPI{}} {
+		typ := reflect.TypeOf(v)
+		f := typ.Field(0)
+		assert.Equal(t, marker, f.Type, "%v: first field", typ)
+		assert.Equal(t, "_", f.Name, "%v: the marker is a blank field", typ)
+		assert.Zero(t, f.Type.Size(), "%v: the marker adds no bytes", typ)
+		for i := 1; i < typ.NumField(); i++ {
+			if ft := typ.Field(i).Type; ft.Kind() == reflect.Struct {
+				assert.Equal(t, marker, ft.Field(0).Type, "%v.%s (%v) is marked too", typ, typ.Field(i).Name, ft)
+			}
+		}
+	}
 }

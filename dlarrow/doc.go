@@ -61,10 +61,26 @@
 // io.ReaderAt and copies every record batch body into new memory, even
 // when the reader is a bytes.Reader over a memory map;
 // ipc.NewMappedFileReader takes the bytes and slices every buffer out of
-// them (TestIPCReadersCopyOrShare shows both). OpenFile maps the file and
-// uses the second, and reference-counts the mapping: it is unmapped when
-// the File is closed and the last Tensor and export of its columns are
-// released. Compressed bodies are decompressed by arrow-go into new
-// memory; File.Column refuses such columns (ErrBuffer) rather than copy
-// behind a zero-copy name.
+// them (TestIPCReadersCopyOrShare shows both), but panics on any file with
+// a dictionary-encoded field. OpenFile maps the file, walks its IPC
+// messages itself, and gives arrow-go's stream reader slices of the
+// mapping (see File), and reference-counts the mapping: it is unmapped
+// when the File is closed and the last Tensor and export of its columns
+// are released. Compressed bodies would be decompressed by arrow-go into
+// new memory; File.Column refuses such batches (ErrBuffer) rather than
+// copy behind a zero-copy name, and dictionary columns (ErrType). No file
+// makes OpenFile or Column panic: malformed files fail with ErrFormat
+// (FuzzOpenFile).
+//
+// # Files cut short under the mapping
+//
+// If another process truncates the file while it is mapped, reading a
+// page past the new end raises SIGBUS, which kills a Go program. OpenFile
+// and Column read the mapping (message headers, metadata, validity
+// bitmaps) with the fault turned into an error wrapping ErrTruncated
+// (runtime/debug.SetPanicOnFault for the duration of the read). The
+// tensors they return point into the mapping: a consumer reading them
+// after a truncation faults in its own code, as with any mapping (NumPy's
+// memmap included); copy the data out (Copy) or make sure files
+// are replaced by rename, never rewritten in place.
 package dlarrow

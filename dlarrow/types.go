@@ -26,6 +26,14 @@ var (
 	// length say, or a tensor's memory is not where it must be (an IPC
 	// column that was decompressed instead of mapped).
 	ErrBuffer = errors.New("dlarrow: buffer does not hold the data")
+	// ErrFormat: a file that is not a readable Arrow IPC file: no magic,
+	// a footer or message that does not fit, malformed message metadata,
+	// a record batch arrow-go cannot read.
+	ErrFormat = errors.New("dlarrow: malformed Arrow IPC file")
+	// ErrTruncated: the file was cut short (by another process) while
+	// mapped, and reading a lost page faulted; see the package
+	// documentation.
+	ErrTruncated = errors.New("dlarrow: mapped file cut short")
 )
 
 // storage is the DLPack type of an Arrow fixed-width type, and the unit of

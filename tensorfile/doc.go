@@ -49,8 +49,30 @@
 // After Close a File exports nothing more (dlpack.ErrClosed). A read-only
 // mapping gives read-only tensors (dlpack.FlagReadOnly): a consumer asking
 // for a writable tensor gets a copy or an error, never a writable view.
-// As with any mapping (and numpy.memmap), truncating the file while it is
-// mapped makes reads of the lost pages fault (SIGBUS): don't.
+//
+// # Files cut short while mapped
+//
+// If another process truncates (or rewrites in place) a file while it is
+// mapped, the pages past its new end are gone, and a read of them raises
+// SIGBUS, which kills a Go program ("fatal error: fault"). What this
+// package reads itself cannot do that: the writers streaming a mapped
+// tensor and Tensor.CopyTo read the mapping with the fault turned into an
+// error wrapping ErrTruncated (runtime/debug.SetPanicOnFault, scoped to
+// the copy); ReadNPY and the copied members of OpenNPZ (with their CRC
+// checks) read through the file descriptor, where a truncation is a short
+// read, ErrTruncated too. Reads in your own code of a view of the mapping
+// (dlpack.ReadOnlySlice of dlpack.From(t), a consumer in C or Python) are
+// plain memory reads and still fault: copy with Tensor.CopyTo where a
+// file may be cut short, or, on Linux, hold a lease (File.Lease) to learn
+// that another process is opening the file for writing or truncating it
+// before it can, and Close and reopen. Files replaced by rename (a new
+// inode) never fault: the mapping keeps the old file.
+//
+// Peers do not guard: numpy.load(mmap_mode="r") and numpy.memmap read the
+// pages directly, and the interpreter dies with SIGBUS on the first lost
+// page (tried with NumPy 2 on Linux); the Rust safetensors crate parses a
+// byte slice and leaves mapping to the caller, whose memmap2::Mmap::map is
+// an unsafe call documented to SIGBUS when the file is truncated.
 //
 // # Out of Go: WriteNPY, WriteNPZ, WriteSafetensors
 //

@@ -32,8 +32,12 @@ var (
 	ErrByteOrder = errors.New("tensorfile: big-endian data cannot be mapped")
 	// ErrNotFound: no tensor of that name in the file.
 	ErrNotFound = errors.New("tensorfile: no such tensor")
-	// ErrUnsupported: the platform cannot map files (not a Unix system).
+	// ErrUnsupported: the platform cannot map files (not a Unix system),
+	// or take file leases (not Linux).
 	ErrUnsupported = errors.New("tensorfile: memory mapping is not supported on this platform")
+	// ErrLease: File.Lease could not take a lease: see its documentation
+	// for the conditions the kernel sets.
+	ErrLease = errors.New("tensorfile: cannot lease the file")
 )
 
 func fieldErr(sentinel error, field string, value any, why string) error {

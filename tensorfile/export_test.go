@@ -15,3 +15,6 @@ func RowMajor(f dlpack.Foreign) ([]byte, error) {
 	err := writeElements(&b, f)
 	return b.Bytes(), err
 }
+
+// SetHookBeforeData sets the hook copyNPY runs between header and data.
+func SetHookBeforeData(f func()) { testHookBeforeData = f }

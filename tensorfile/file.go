@@ -43,6 +43,10 @@ type File struct {
 	byName   map[string]*Tensor
 	meta     map[string]string
 	bufs     []*dlpack.Buffer[uint8]
+
+	path  string      // as opened, for Lease
+	info  os.FileInfo // of the mapped file, for Lease
+	lease *lease      // nil until Lease
 }
 
 // mapping is one mmap of a file with a reference count: one reference for
@@ -70,6 +74,7 @@ func (m *mapping) ReleaseTensor() { m.release() }
 
 func (m *mapping) release() {
 	if m.refs.Add(-1) == 0 {
+		m.unregister()
 		_ = munmap(m.data) // cannot fail for a mapping we made
 		m.data = nil
 		unmaps.Add(1)
@@ -116,8 +121,9 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	}
 	m := &mapping{data: data}
 	m.refs.Store(1)
+	m.register()
 	liveMappings.Add(1)
-	return &File{m: m, writable: writable}, fd, size, nil
+	return &File{m: m, writable: writable, path: path, info: st}, fd, size, nil
 }
 
 // readPrefix reads the first min(n, size) bytes of fd.
@@ -145,6 +151,7 @@ func (f *File) Close() error {
 		return nil
 	}
 	f.closed = true
+	f.endLease()
 	for _, b := range f.bufs {
 		b.Close()
 	}

@@ -395,6 +395,9 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 	f.bufs = append(f.bufs, buf)
 	data := buf.Data()
 	copy(data, head)
+	if testHookBeforeData != nil {
+		testHookBeforeData()
+	}
 	if _, err := io.ReadFull(r, data[len(head):]); err != nil {
 		return nil, fieldErr(ErrTruncated, "data", h.nbytes, "the data ends early: "+err.Error())
 	}
@@ -411,6 +414,10 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 	}
 	return &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, buf: buf, readOnly: readOnly}, nil
 }
+
+// testHookBeforeData, set by tests, runs when copyNPY has read a header
+// and is about to read the data.
+var testHookBeforeData func()
 
 // swapBytes reverses the bytes of every element (each half of a complex
 // number on its own).

@@ -73,6 +73,26 @@ func writeElements(w io.Writer, f dlpack.Foreign) error {
 }
 
 func writeTyped[T dlpack.Element](w io.Writer, f dlpack.Foreign) error {
+	// A tensor in a mapping (a File's own, or a Foreign of one) is read
+	// under a fault guard, into a chunk of Go memory that is then written:
+	// a fault can only happen in this function's copy, never inside w.
+	if b, _, err := dlpack.ReadOnlyBytes(f); err == nil && len(b) > 0 {
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		if base, size, ok := mappedAt(p, uintptr(len(b))); ok {
+			return guardMapped("data", base, size, func() error { return streamTyped[T](w, f, true) })
+		}
+	}
+	return streamTyped[T](w, f, false)
+}
+
+// writeChunk is the size of the chunks in which mapped tensors are copied
+// before they are written.
+const writeChunk = 1 << 20
+
+// streamTyped writes f's elements to w: a compact tensor in one call
+// straight from its memory unless bounce (then in writeChunk copies), a
+// strided one element by element through a 4 KiB chunk.
+func streamTyped[T dlpack.Element](w io.Writer, f dlpack.Foreign, bounce bool) error {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	if f.IsContiguous() {
@@ -83,8 +103,20 @@ func writeTyped[T dlpack.Element](w io.Writer, f dlpack.Foreign) error {
 		if len(xs) == 0 {
 			return nil
 		}
-		_, err = w.Write(unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(xs)*size))
-		return err
+		data := unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(xs)*size)
+		if !bounce {
+			_, err = w.Write(data)
+			return err
+		}
+		chunk := make([]byte, min(len(data), writeChunk))
+		for len(data) > 0 {
+			n := copy(chunk, data)
+			if _, err := w.Write(chunk[:n]); err != nil {
+				return err
+			}
+			data = data[n:]
+		}
+		return nil
 	}
 	v, err := dlpack.ViewOf[T](f)
 	if err != nil {

@@ -79,6 +79,12 @@ typedef enum {
   kDLHexagon = 16,
   kDLMAIA = 17,
   kDLTrn = 18,
+  /* Added on the specification's main branch after the 1.3 tag: Google TPU
+   * device memory, the pinned host memory a TPU runtime transfers from
+   * (as kDLCUDAHost is to kDLCUDA), and Huawei Ascend NPU device memory. */
+  kDLTPU = 19,
+  kDLTPUHost = 20,
+  kDLAscend = 21,
 } DLDeviceType;
 
 typedef struct {
@@ -106,6 +112,10 @@ typedef enum {
   kDLFloat6_e2m3fn = 15U,
   kDLFloat6_e3m2fn = 16U,
   kDLFloat4_e2m1fn = 17U,
+  /* Added on the specification's main branch after the 1.3 tag: a complex
+   * number made of two bfloat16 (real, then imaginary), 32 bits, laid out
+   * as kDLComplex is. */
+  kDLBcomplex = 18U,
 } DLDataTypeCode;
 
 /* Element type: code, bits per lane, and lanes (1 for scalars). */

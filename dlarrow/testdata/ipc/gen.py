@@ -1,0 +1,48 @@
+"""Writes the Arrow IPC files of dlarrow's file tests and FuzzOpenFile's
+seeds with pyarrow's file writer (pa.ipc.new_file). Run it with the
+project's venv from this folder: ../../../.venv/bin/python gen.py
+
+Every file has a float64 column "x" = 0, 1, 2, ... across its batches
+(so a reader can check it) next to the kind of column the file is about.
+"""
+import numpy as np
+import pyarrow as pa
+
+
+def table(n, start=0, **cols):
+    return pa.table({"x": pa.array(np.arange(start, start + n, dtype=np.float64)), **cols})
+
+
+def write(name, tables, schema=None, **opts):
+    schema = schema or tables[0].schema
+    with pa.ipc.new_file(name, schema, options=pa.ipc.IpcWriteOptions(**opts)) as w:
+        for t in tables:
+            if t.num_rows == 0:  # write_table writes no batch for no rows
+                w.write_batch(pa.record_batch([c.combine_chunks() for c in t.columns], schema=t.schema))
+            else:
+                w.write_table(t)
+
+
+def main():
+    words = pa.array(["a", "b", "a", "c", "b"])
+    write("dictionary.arrow", [table(5, d=words.dictionary_encode(), y=pa.array(np.arange(5, dtype=np.int32)))])
+    # Two batches sharing one dictionary, and an int64 index type.
+    d64 = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1], pa.int64()), pa.array(["p", "q"]))
+    write("dictionary_batches.arrow", [table(3, d=d64), table(3, 3, d=d64)])
+    write("nested.arrow", [table(3,
+                                  l=pa.array([[1], [2, 3], []], pa.list_(pa.int32())),
+                                  s=pa.array([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}, {"a": 5, "b": 6.0}]),
+                                  f=pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6, dtype=np.float32)), 2))])
+    tt = pa.fixed_shape_tensor(pa.float32(), (2, 2))
+    ext = pa.ExtensionArray.from_storage(tt, pa.FixedSizeListArray.from_arrays(pa.array(np.arange(12, dtype=np.float32)), 4))
+    write("extension.arrow", [table(3, t=ext)])
+    write("compressed_zstd.arrow", [table(64, y=pa.array(np.arange(64, dtype=np.int64)))], compression="zstd")
+    write("compressed_lz4.arrow", [table(64)], compression="lz4")
+    write("empty.arrow", [], schema=table(0).schema)
+    write("empty_batch.arrow", [table(0)])
+    write("many_batches.arrow", [table(2, 2 * i, y=pa.array([i, -i], pa.int16())) for i in range(20)])
+    write("nulls.arrow", [table(3, z=pa.array([1.0, None, 3.0]))])
+
+
+if __name__ == "__main__":
+    main()
