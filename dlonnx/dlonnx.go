@@ -43,6 +43,7 @@ type state struct {
 	refs    atomic.Int64 // the Go owner (until Destroy) + one per consumer
 	owned   atomic.Bool  // the Go owner's share is still held
 	value   *ort.CustomDataTensor
+	rawv    atomic.Pointer[byte] // this package's OrtValue over the memory (Session)
 	pin     runtime.Pinner
 	release func() error // drops the memory reference (Foreign or Buffer)
 	data    unsafe.Pointer
@@ -239,6 +240,10 @@ func check(f dlpack.Foreign) (kind, error) {
 // newTensor wraps data (nil when empty) in an ONNX Runtime value. On error
 // it calls release.
 func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, nbytes uintptr, release func() error, copied bool) (*Tensor, error) {
+	if err := acquire(); err != nil {
+		release()
+		return nil, err
+	}
 	s := &state{release: release, data: data, nbytes: nbytes, dtype: dt, shape: shape, copied: copied}
 	bytes := unsafe.Slice((*byte)(data), nbytes)
 	if nbytes == 0 {
@@ -249,12 +254,21 @@ func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, n
 	// as long as ONNX Runtime may read it, until the last release.
 	s.pin.Pin(unsafe.Pointer(unsafe.SliceData(bytes)))
 	v, err := ort.NewCustomDataTensor(ort.Shape(shape), bytes, k.ort)
+	var raw unsafe.Pointer
+	if err == nil {
+		raw, err = newRawValue(unsafe.Pointer(unsafe.SliceData(bytes)), nbytes, shape, int(k.ort))
+		if err != nil {
+			v.Destroy()
+		}
+	}
 	if err != nil {
 		s.pin.Unpin()
 		release()
+		releaseLib()
 		return nil, fmt.Errorf("dlonnx: ONNX Runtime refused the tensor %v%v: %w", dt, shape, err)
 	}
 	s.value = v
+	s.rawv.Store((*byte)(raw))
 	s.refs.Store(1)
 	s.owned.Store(true)
 	t := &Tensor{customData: v, s: s}
@@ -272,8 +286,14 @@ func (t *Tensor) Destroy() error {
 	return nil
 }
 
+// dropOwner releases the ONNX Runtime values at once (the consumers hold
+// the memory, not the values) and the owner's share of the memory.
 func (s *state) dropOwner() {
 	if s.owned.CompareAndSwap(true, false) {
+		raw := s.rawv.Swap(nil)
+		s.value.Destroy()
+		releaseRawValue(unsafe.Pointer(raw))
+		releaseLib()
 		s.unref()
 	}
 }
@@ -282,10 +302,12 @@ func (s *state) unref() {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
-	s.value.Destroy()
 	s.pin.Unpin()
 	s.release()
 }
+
+// raw returns this package's OrtValue over the memory; nil once destroyed.
+func (t *Tensor) raw() unsafe.Pointer { return unsafe.Pointer(t.s.rawv.Load()) }
 
 // Copied reports whether the Tensor holds its own memory (CopyTensor,
 // NewOutput) rather than sharing its producer's (NewTensor).
