@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare compare-onnx onnx onnx-lib onnx-example images arrow files
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gpu-check
 	@echo "== all checks passed"
@@ -195,6 +195,12 @@ bench:
 # NumPy in .venv-bench and builds the dlpark crate); prints a Markdown table.
 compare:
 	bash bench/compare.sh
+
+# dlonnx beside ONNX Runtime's Python API (sess.run, IOBinding), fresh
+# output shapes at 4 KiB and 64 MiB (bench/onnx_compare.sh).
+compare: compare-onnx
+compare-onnx: $(VENV)/.installed
+	PY=$(VENV)/bin/python bash bench/onnx_compare.sh
 
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make

@@ -4,6 +4,8 @@ package dlonnx_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/godlpack/dlpack"
@@ -138,6 +140,120 @@ func BenchmarkInference(b *testing.B) {
 				}
 				g.Close()
 				out[0].Destroy()
+			}
+		})
+	}
+}
+
+// The sizes of the side-by-side benchmark with ONNX Runtime's Python API
+// (bench/onnx_compare.sh): float32 elements of X for Y = X * X.
+var freshSizes = []struct {
+	name string
+	n    int64
+}{{"4KiB", 1 << 10}, {"64MiB", 1 << 24}}
+
+// freshInputs returns four inputs of n, n-16, n-32 and n-48 elements in C
+// memory, so that each run's output has a shape the previous did not.
+func freshInputs(b *testing.B, n int64) []dlpack.Foreign {
+	var fs []dlpack.Foreign
+	for k := int64(0); k < 4; k++ {
+		fs = append(fs, benchInput(b, n-16*k))
+	}
+	return fs
+}
+
+// An inference with a fresh output shape on every call, from a DLPack
+// tensor to a DLPack consumer of the result: the input shared
+// (NewTensor), then
+//   - run: Session.Run, the output left to ONNX Runtime (its arena) and
+//     adopted (no copy, nothing zeroed);
+//   - newoutput: NewOutput sized by OutputShapes, then RunInto (a new
+//     zeroed C buffer per call, the way before Session);
+//   - pool: a Pool's output sized by OutputShapes, then RunInto;
+//   - ort: onnxruntime_go's own path, the output allocated by ONNX
+//     Runtime and copied into Go memory by onnxruntime_go.
+//
+// bench/onnx_compare.sh runs ONNX Runtime's Python API (sess.run and
+// IOBinding) on the same model and inputs beside it.
+func BenchmarkFreshOutput(b *testing.B) {
+	s := dlSession(b, "scale_float32.onnx")
+	data, err := os.ReadFile(filepath.Join(models(b), "scale_float32.onnx"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	os_, err := ort.NewDynamicAdvancedSessionWithONNXData(data, []string{"X"}, []string{"Y"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os_.Destroy()
+	consume := func(p dlpack.Producer) {
+		g, err := dlpack.From(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		g.Close()
+	}
+	for _, sz := range freshSizes {
+		fs := freshInputs(b, sz.n)
+		b.Run("run/"+sz.name, func(b *testing.B) {
+			b.SetBytes(4 * sz.n)
+			i := 0
+			for b.Loop() {
+				x, err := dlonnx.NewTensor(fs[i%4])
+				if err != nil {
+					b.Fatal(err)
+				}
+				outs, err := s.Run(x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				x.Destroy()
+				consume(outs[0])
+				outs[0].Destroy()
+				i++
+			}
+		})
+		b.Run("newoutput/"+sz.name, func(b *testing.B) {
+			b.SetBytes(4 * sz.n)
+			i := 0
+			for b.Loop() {
+				x, err := dlonnx.NewTensor(fs[i%4])
+				if err != nil {
+					b.Fatal(err)
+				}
+				shapes, err := s.OutputShapes(x)
+				if err != nil {
+					b.Fatal(err)
+				}
+				y, err := dlonnx.NewOutput(dlpack.Float32, shapes[0]...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}); err != nil {
+					b.Fatal(err)
+				}
+				x.Destroy()
+				consume(y)
+				y.Destroy()
+				i++
+			}
+		})
+		b.Run("ort/"+sz.name, func(b *testing.B) {
+			b.SetBytes(4 * sz.n)
+			i := 0
+			for b.Loop() {
+				x, err := dlonnx.NewTensor(fs[i%4])
+				if err != nil {
+					b.Fatal(err)
+				}
+				out := []ort.Value{nil}
+				if err := os_.Run([]ort.Value{x}, out); err != nil {
+					b.Fatal(err)
+				}
+				x.Destroy()
+				consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()...))
+				out[0].Destroy()
+				i++
 			}
 		})
 	}

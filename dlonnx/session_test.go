@@ -140,3 +140,157 @@ func TestSideBySidePython(t *testing.T) {
 	assert.Equal(t, 0, dlonnx.LibRefs(), "every value, output and session released its hold on the library")
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
+
+// Every element type ONNX Runtime and DLPack share comes out of a Session
+// as ONNX Runtime allocated it, adopted: float16, bfloat16 and both fp8
+// types included, bit for bit what went in, the shape read from the value.
+func TestAdoptEveryElementType(t *testing.T) {
+	types := map[string]dlpack.DataType{
+		"int8": dlpack.Int8, "int16": dlpack.Int16, "int32": dlpack.Int32, "int64": dlpack.Int64,
+		"uint8": dlpack.Uint8, "uint16": dlpack.Uint16, "uint32": dlpack.Uint32, "uint64": dlpack.Uint64,
+		"float16": dlpack.Float16, "bfloat16": dlpack.BFloat16, "float32": dlpack.Float32, "float64": dlpack.Float64,
+		"bool": dlpack.Bool, "float8_e4m3fn": dlpack.Float8E4M3FN, "float8_e5m2": dlpack.Float8E5M2,
+	}
+	models(t)
+	for name, dt := range types {
+		t.Run(name, func(t *testing.T) {
+			s := dlSession(t, "identity_"+name+".onnx")
+			assert.Equal(t, dt, s.Inputs()[0].DType)
+			assert.Equal(t, []string{"n"}, s.Inputs()[0].Dims)
+			for _, n := range []int64{1, 11, 37} { // a new output shape each run
+				data := make([]byte, n*int64(dt.Bits)/8)
+				for i := range data {
+					data[i] = byte(i*73 + 11)
+					if dt == dlpack.Bool {
+						data[i] &= 1
+					}
+				}
+				x := inputTensor(t, dt, []int64{n}, data)
+				outs, err := s.Run(x)
+				require.NoError(t, err)
+				x.Destroy()
+				o := outs[0]
+				assert.Equal(t, dt, o.DType())
+				assert.Equal(t, []int64{n}, o.Shape())
+				assert.Equal(t, data, o.Bytes())
+				g, err := dlpack.From(o)
+				require.NoError(t, err)
+				o.Destroy() // the consumer keeps ONNX Runtime's value
+				assert.Equal(t, data, readBytes(t, g, dt))
+				g.Close()
+			}
+		})
+	}
+	assert.Equal(t, 0, dlonnx.LibRefs())
+}
+
+// CheckInputs (and so Run) refuses inputs that do not match the model
+// before ONNX Runtime is called, naming the input and the dimension.
+func TestCheckInputs(t *testing.T) {
+	batch := dlSession(t, "batch_float32.onnx") // X [batch, 8]
+	add := dlSession(t, "add_float32.onnx")     // A, B [batch, n]
+	f32 := func(shape ...int64) *dlonnx.Tensor {
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		x, err := dlonnx.NewTensor(dlpack.NewArray(make([]float32, n), shape...))
+		require.NoError(t, err)
+		t.Cleanup(func() { x.Destroy() })
+		return x
+	}
+	i64, err := dlonnx.NewTensor(dlpack.NewArray(make([]int64, 16), 2, 8))
+	require.NoError(t, err)
+	defer i64.Destroy()
+	cases := []struct {
+		name   string
+		s      *dlonnx.Session
+		inputs []*dlonnx.Tensor
+		want   error
+		input  string
+		dim    int
+		text   string
+	}{
+		{"dtype", batch, []*dlonnx.Tensor{i64}, dlpack.ErrDataType, "X", -1, `input "X": int64, the model wants float32`},
+		{"rank", batch, []*dlonnx.Tensor{f32(16)}, dlpack.ErrNDim, "X", -1, `rank 1 [16], the model wants rank 2`},
+		{"static dimension", batch, []*dlonnx.Tensor{f32(2, 7)}, dlpack.ErrShape, "X", 1, `input "X" dimension 1: 7, the model wants 8`},
+		{"named dimensions differ", add, []*dlonnx.Tensor{f32(3, 4), f32(3, 5)}, dlpack.ErrShape, "B", 1,
+			`input "B" dimension 1: 5, the model wants 4 (dimension "n" is 4 in input "A" dimension 1)`},
+		{"count", add, []*dlonnx.Tensor{f32(3, 4)}, dlpack.ErrShape, "#1", -1, "1 inputs, the model wants 2 inputs"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, err := range []error{c.s.CheckInputs(c.inputs...), func() error { _, err := c.s.Run(c.inputs...); return err }(),
+				func() error { _, err := c.s.OutputShapes(c.inputs...); return err }()} {
+				require.ErrorIs(t, err, dlonnx.ErrInput)
+				require.ErrorIs(t, err, c.want)
+				var ie *dlonnx.InputError
+				require.ErrorAs(t, err, &ie)
+				assert.Equal(t, c.input, ie.Input)
+				assert.Equal(t, c.dim, ie.Dim)
+				assert.Contains(t, err.Error(), c.text)
+				assert.NotErrorIs(t, err, dlonnx.ErrRuntime, "refused before ONNX Runtime ran")
+			}
+		})
+	}
+	require.NoError(t, add.CheckInputs(f32(3, 4), f32(3, 4)))
+	require.NoError(t, batch.CheckInputs(f32(5, 8)))
+}
+
+// OutputShapes sizes outputs for RunInto where the model fixes them from
+// the inputs; the result equals Run's, which ONNX Runtime allocates.
+func TestOutputShapesAndRunInto(t *testing.T) {
+	s := dlSession(t, "batch_float32.onnx")
+	assert.Equal(t, []string{"batch", ""}, s.Outputs()[0].Dims)
+	assert.Equal(t, []int64{-1, 3}, s.Outputs()[0].Shape)
+	for _, b := range []int64{1, 6, 40} {
+		xs := make([]float32, 8*b)
+		for i := range xs {
+			xs[i] = float32(i%9) - 4
+		}
+		x, err := dlonnx.NewTensor(dlpack.NewArray(xs, b, 8))
+		require.NoError(t, err)
+		shapes, err := s.OutputShapes(x)
+		require.NoError(t, err)
+		require.Equal(t, [][]int64{{b, 3}}, shapes)
+		y, err := dlonnx.NewOutput(dlpack.Float32, shapes[0]...)
+		require.NoError(t, err)
+		require.NoError(t, s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
+		outs, err := s.Run(x)
+		require.NoError(t, err)
+		assert.Equal(t, outs[0].Bytes(), y.GetData())
+		outs[0].Destroy()
+		y.Destroy()
+		x.Destroy()
+	}
+	// ONNX Runtime checks the shape of an output it is given.
+	x, err := dlonnx.NewTensor(dlpack.NewArray(make([]float32, 16), 2, 8))
+	require.NoError(t, err)
+	defer x.Destroy()
+	y, err := dlonnx.NewOutput(dlpack.Float32, 3, 3)
+	require.NoError(t, err)
+	defer y.Destroy()
+	assert.ErrorIs(t, s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}), dlonnx.ErrRuntime)
+}
+
+// Sessions and FromValue refuse what they cannot take.
+func TestSessionRefusals(t *testing.T) {
+	models(t)
+	_, err := dlonnx.NewSession([]byte("not a model"))
+	assert.ErrorIs(t, err, dlonnx.ErrRuntime)
+	_, err = dlonnx.FromValue(nil)
+	assert.ErrorIs(t, err, dlpack.ErrNilPointer)
+	s := dlSession(t, "relu_float32.onnx")
+	x, err := dlonnx.NewTensor(dlpack.NewArray([]float32{1}, 1))
+	require.NoError(t, err)
+	x.Destroy()
+	_, err = s.Run(x)
+	assert.ErrorIs(t, err, dlpack.ErrClosed, "a destroyed input")
+	s.Destroy()
+	y, err := dlonnx.NewTensor(dlpack.NewArray([]float32{1}, 1))
+	require.NoError(t, err)
+	defer y.Destroy()
+	_, err = s.Run(y)
+	assert.ErrorIs(t, err, dlpack.ErrClosed, "a destroyed session")
+	assert.NoError(t, s.Destroy(), "idempotent")
+}
