@@ -129,6 +129,8 @@ onnx: onnx-lib $(VENV)/.installed
 	$(ONNX_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlonnx
 	$(ONNX_ENV) $(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' ./dlonnx 2>&1 | grep -v '^checkfinalizers: queue:'
 	$(ONNX_ENV) $(GO) test -count=1 -asan ./dlonnx
+	@echo "== dlonnx soak: 100,000 inferences with varying output shapes, flat memory"
+	$(ONNX_ENV) DLONNX_SOAK=100000 $(GO) test -count=1 -run '^TestSoak$$' -v ./dlonnx 2>&1 | grep -E '^(---|ok|FAIL|panic|\s+pool_test)'
 	$(ONNX_ENV) $(GO) test -count=1 -run '^$$' -bench . -benchtime 2x ./dlonnx
 	@echo "== ONNX Runtime and the Rust dlpark crate, both ways"
 	cargo build --release --quiet --manifest-path internal/dlparkpeer/rust/Cargo.toml

@@ -249,21 +249,12 @@ static char *dlonnx_run(void *s, const char *const *in_names, void *const *in, s
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
 )
-
-// ErrNotLoaded is returned when no ONNX Runtime library is loaded in the
-// process (call ort.SetSharedLibraryPath and ort.InitializeEnvironment
-// first), or the one loaded lacks C API version 24.
-var ErrNotLoaded = errors.New("dlonnx: ONNX Runtime is not loaded")
-
-// ErrRuntime wraps an error ONNX Runtime reported.
-var ErrRuntime = errors.New("dlonnx: ONNX Runtime")
 
 // lib counts the references to the library: one per live ORT value,
 // session and environment this package made. The first opens it, the

@@ -40,18 +40,20 @@ type Tensor struct {
 // state is what the owner and the consumers share; the cleanup that
 // releases an unreachable Tensor refers to it and never to the Tensor.
 type state struct {
-	refs    atomic.Int64 // the Go owner (until Destroy) + one per consumer
-	owned   atomic.Bool  // the Go owner's share is still held
-	value   *ort.CustomDataTensor
-	rawv    atomic.Pointer[byte] // this package's OrtValue over the memory (Session)
-	pin     runtime.Pinner
-	release func() error // drops the memory reference (Foreign or Buffer)
-	data    unsafe.Pointer
-	nbytes  uintptr
-	dtype   dlpack.DataType
-	shape   []int64
-	copied  bool
-	cleanup runtime.Cleanup
+	refs     atomic.Int64 // the Go owner (until Destroy) + one per consumer
+	owned    atomic.Bool  // the Go owner's share is still held
+	value    *ort.CustomDataTensor
+	rawv     atomic.Pointer[byte] // this package's OrtValue over the memory (Session)
+	pin      runtime.Pinner
+	release  func() error // drops the memory reference (Foreign or Buffer)
+	data     unsafe.Pointer
+	nbytes   uintptr
+	empty    []byte  // the byte onnxruntime_go wants for an empty tensor
+	capacity uintptr // the bytes at data (Reshape)
+	dtype    dlpack.DataType
+	shape    []int64
+	copied   bool
+	cleanup  runtime.Cleanup
 }
 
 // kind is what the bridge does with one element type.
@@ -244,15 +246,41 @@ func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, n
 		release()
 		return nil, err
 	}
-	s := &state{release: release, data: data, nbytes: nbytes, dtype: dt, shape: shape, copied: copied}
-	bytes := unsafe.Slice((*byte)(data), nbytes)
+	s := &state{release: release, data: data, nbytes: nbytes, capacity: nbytes, dtype: dt, shape: shape, copied: copied}
+	v, raw, err := s.makeValues(k, shape, nbytes)
+	if err != nil {
+		s.pin.Unpin()
+		release()
+		releaseLib()
+		return nil, err
+	}
+	s.value = v
+	s.rawv.Store((*byte)(raw))
+	s.refs.Store(1)
+	s.owned.Store(true)
+	t := &Tensor{customData: v, s: s}
+	s.cleanup = runtime.AddCleanup(t, (*state).dropOwner, s)
+	return t, nil
+}
+
+// makeValues makes the two ONNX Runtime values over the first nbytes of
+// the memory with the given shape: onnxruntime_go's (the Tensor's
+// ort.Value) and this package's (for a Session).
+func (s *state) makeValues(k kind, shape []int64, nbytes uintptr) (*ort.CustomDataTensor, unsafe.Pointer, error) {
+	bytes := unsafe.Slice((*byte)(s.data), nbytes)
 	if nbytes == 0 {
 		// onnxruntime_go wants at least one byte even for no elements.
-		bytes = make([]byte, 1)
+		if s.empty == nil {
+			s.empty = make([]byte, 1)
+			s.pin.Pin(&s.empty[0])
+		}
+		bytes = s.empty
+	} else {
+		// A no-op for memory outside the Go heap; Go memory stays
+		// pinned for as long as ONNX Runtime may read it, until the
+		// last release.
+		s.pin.Pin(s.data)
 	}
-	// A no-op for memory outside the Go heap; Go memory stays pinned for
-	// as long as ONNX Runtime may read it, until the last release.
-	s.pin.Pin(unsafe.Pointer(unsafe.SliceData(bytes)))
 	v, err := ort.NewCustomDataTensor(ort.Shape(shape), bytes, k.ort)
 	var raw unsafe.Pointer
 	if err == nil {
@@ -262,18 +290,9 @@ func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, n
 		}
 	}
 	if err != nil {
-		s.pin.Unpin()
-		release()
-		releaseLib()
-		return nil, fmt.Errorf("dlonnx: ONNX Runtime refused the tensor %v%v: %w", dt, shape, err)
+		return nil, nil, fmt.Errorf("dlonnx: ONNX Runtime refused the tensor %v%v: %w", s.dtype, shape, err)
 	}
-	s.value = v
-	s.rawv.Store((*byte)(raw))
-	s.refs.Store(1)
-	s.owned.Store(true)
-	t := &Tensor{customData: v, s: s}
-	s.cleanup = runtime.AddCleanup(t, (*state).dropOwner, s)
-	return t, nil
+	return v, raw, nil
 }
 
 // Destroy gives up the Go owner's share of the tensor: once no DLPack
