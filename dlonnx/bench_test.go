@@ -186,75 +186,70 @@ func BenchmarkFreshOutput(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer os_.Destroy()
-	consume := func(p dlpack.Producer) {
-		g, err := dlpack.From(p)
+	pool := dlonnx.NewPool()
+	defer pool.Close()
+	must := func(err error) {
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+	consume := func(p dlpack.Producer) {
+		g, err := dlpack.From(p)
+		must(err)
 		g.Close()
+	}
+	// into runs the session into an output made by mk, sized by OutputShapes.
+	into := func(f dlpack.Foreign, mk func(dlpack.DataType, ...int64) (*dlonnx.Tensor, error)) {
+		x, err := dlonnx.NewTensor(f)
+		must(err)
+		shapes, err := s.OutputShapes(x)
+		must(err)
+		y, err := mk(dlpack.Float32, shapes[0]...)
+		must(err)
+		must(s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
+		x.Destroy()
+		consume(y)
+		y.Destroy()
+	}
+	variants := []struct {
+		name string
+		step func(f dlpack.Foreign)
+	}{
+		{"run", func(f dlpack.Foreign) {
+			x, err := dlonnx.NewTensor(f)
+			must(err)
+			outs, err := s.Run(x)
+			must(err)
+			x.Destroy()
+			consume(outs[0])
+			outs[0].Destroy()
+		}},
+		{"newoutput", func(f dlpack.Foreign) { into(f, dlonnx.NewOutput) }},
+		{"pool", func(f dlpack.Foreign) { into(f, pool.Get) }},
+		{"ort", func(f dlpack.Foreign) {
+			x, err := dlonnx.NewTensor(f)
+			must(err)
+			out := []ort.Value{nil}
+			must(os_.Run([]ort.Value{x}, out))
+			x.Destroy()
+			consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()...))
+			out[0].Destroy()
+		}},
 	}
 	for _, sz := range freshSizes {
 		fs := freshInputs(b, sz.n)
-		b.Run("run/"+sz.name, func(b *testing.B) {
-			b.SetBytes(4 * sz.n)
-			i := 0
-			for b.Loop() {
-				x, err := dlonnx.NewTensor(fs[i%4])
-				if err != nil {
-					b.Fatal(err)
+		for _, v := range variants {
+			b.Run(v.name+"/"+sz.name, func(b *testing.B) {
+				for _, f := range fs { // warm-up: every shape once
+					v.step(f)
 				}
-				outs, err := s.Run(x)
-				if err != nil {
-					b.Fatal(err)
+				b.SetBytes(4 * sz.n)
+				i := 0
+				for b.Loop() {
+					v.step(fs[i%len(fs)])
+					i++
 				}
-				x.Destroy()
-				consume(outs[0])
-				outs[0].Destroy()
-				i++
-			}
-		})
-		b.Run("newoutput/"+sz.name, func(b *testing.B) {
-			b.SetBytes(4 * sz.n)
-			i := 0
-			for b.Loop() {
-				x, err := dlonnx.NewTensor(fs[i%4])
-				if err != nil {
-					b.Fatal(err)
-				}
-				shapes, err := s.OutputShapes(x)
-				if err != nil {
-					b.Fatal(err)
-				}
-				y, err := dlonnx.NewOutput(dlpack.Float32, shapes[0]...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}); err != nil {
-					b.Fatal(err)
-				}
-				x.Destroy()
-				consume(y)
-				y.Destroy()
-				i++
-			}
-		})
-		b.Run("ort/"+sz.name, func(b *testing.B) {
-			b.SetBytes(4 * sz.n)
-			i := 0
-			for b.Loop() {
-				x, err := dlonnx.NewTensor(fs[i%4])
-				if err != nil {
-					b.Fatal(err)
-				}
-				out := []ort.Value{nil}
-				if err := os_.Run([]ort.Value{x}, out); err != nil {
-					b.Fatal(err)
-				}
-				x.Destroy()
-				consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()...))
-				out[0].Destroy()
-				i++
-			}
-		})
+			})
+		}
 	}
 }
