@@ -24,7 +24,7 @@
 //     Compress, TopK with a runtime k, Reshape to a runtime shape, a
 //     dynamic batch), and hands each back as an Output: a dlpack.Source and
 //     dlpack.Producer over ONNX Runtime's own memory, any element type
-//     (float16, bfloat16, fp8, complex included), its shape read from the
+//     (float16, bfloat16, and the four float8 types included), its shape read from the
 //     value. FromValue does the same for an OrtValue* from the caller's
 //     own C code. Nothing is zeroed or copied, and the arena makes a loop
 //     of runs with varying shapes allocate nothing once warm.

@@ -16,14 +16,12 @@ import (
 const maxRank = 64
 
 // ortTypes maps ONNX Runtime's element types to DLPack's: every type both
-// have (the sub-byte int4, uint4, float4 and int2 types are packed two or
-// four to a byte, which a DLPack dtype does not describe here, and
-// strings are not numbers).
+// have, the fnuz float8 types included (the sub-byte int4, uint4, float4
+// and int2 types are packed two or four to a byte, which a DLPack dtype
+// does not describe here; strings are not numbers; the complex types are
+// in the enum, but ONNX Runtime 1.24 registers no tensor of them).
 var ortTypes = func() map[int]dlpack.DataType {
-	m := map[int]dlpack.DataType{
-		14: dlpack.Complex64, 15: dlpack.Complex128,
-		18: dlpack.Float8E4M3FNUZ, 20: dlpack.Float8E5M2FNUZ,
-	}
+	m := map[int]dlpack.DataType{18: dlpack.Float8E4M3FNUZ, 20: dlpack.Float8E5M2FNUZ}
 	for dt, k := range kinds {
 		m[int(k.ort)] = dt
 	}

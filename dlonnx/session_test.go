@@ -294,3 +294,26 @@ func TestSessionRefusals(t *testing.T) {
 	assert.ErrorIs(t, err, dlpack.ErrClosed, "a destroyed session")
 	assert.NoError(t, s.Destroy(), "idempotent")
 }
+
+// The fnuz float8 types, which ONNX Runtime has as outputs (Cast) though
+// Go has no element type for them, are adopted with their DLPack type.
+func TestAdoptFnuz(t *testing.T) {
+	s := dlSession(t, "cast_fnuz.onnx")
+	x, err := dlonnx.NewTensor(dlpack.NewArray([]float32{0, 1, 2, -1}, 4))
+	require.NoError(t, err)
+	defer x.Destroy()
+	outs, err := s.Run(x)
+	require.NoError(t, err)
+	// 1 is 2^0: exponent bias 8 (e4m3fnuz) and 16 (e5m2fnuz).
+	assert.Equal(t, dlpack.Float8E4M3FNUZ, outs[0].DType())
+	assert.Equal(t, []byte{0x00, 0x40, 0x48, 0xc0}, outs[0].Bytes())
+	assert.Equal(t, dlpack.Float8E5M2FNUZ, outs[1].DType())
+	assert.Equal(t, []byte{0x00, 0x40, 0x44, 0xc0}, outs[1].Bytes())
+	for _, o := range outs {
+		assert.Equal(t, []int64{4}, o.Shape())
+		m, err := dlpack.Produce(o, dlpack.DefaultRequest())
+		require.NoError(t, err)
+		o.Destroy()
+		m.Release()
+	}
+}

@@ -11,6 +11,7 @@ first argument, made with the onnx package (no file is downloaded):
   batch_float32.onnx                  Y = Relu(X @ W + B), X [batch, 8], W and B in the model: Y [batch, 3]
   add_float32.onnx                    Y = A + B, A and B [batch, n], named dimensions shared
   scale_float32.onnx                  Y = X * X, X [n] (the benchmark model)
+  cast_fnuz.onnx                      Y, Z = Cast(X) to float8_e4m3fnuz and float8_e5m2fnuz, X [n] float32
 
 and, next to them, cases.json: inputs and the outputs ONNX Runtime's own
 Python API gives for them (InferenceSession.run), as raw little-endian
@@ -89,6 +90,9 @@ DYNAMIC = {
                             numpy_helper.from_array(np.array([0.5, -1, 0.25], dtype=np.float32), "B")]),
     "add_float32": model([helper.make_node("Add", ["A", "B"], ["Y"])],
                          [vi("A", F, ["batch", "n"]), vi("B", F, ["batch", "n"])], [vi("Y", F, ["batch", "n"])]),
+    "cast_fnuz": model([helper.make_node("Cast", ["X"], ["Y"], to=TensorProto.FLOAT8E4M3FNUZ),
+                        helper.make_node("Cast", ["X"], ["Z"], to=TensorProto.FLOAT8E5M2FNUZ)],
+                       [vi("X", F, ["n"])], [vi("Y", TensorProto.FLOAT8E4M3FNUZ, ["n"]), vi("Z", TensorProto.FLOAT8E5M2FNUZ, ["n"])]),
     "scale_float32": model([helper.make_node("Mul", ["X", "X"], ["Y"])], [vi("X", F, ["n"])], [vi("Y", F, ["n"])]),
 }
 
