@@ -317,3 +317,36 @@ func TestAdoptFnuz(t *testing.T) {
 		m.Release()
 	}
 }
+
+// FromValue adopts an OrtValue made elsewhere (here over a C buffer): the
+// shape and type are read from the value, the memory is shared, and the
+// value is released once, by the last holder.
+func TestFromValue(t *testing.T) {
+	dlSession(t, "relu_float32.onnx") // keeps the library open
+	buf, err := dlpack.NewBuffer[int32](2, 3)
+	require.NoError(t, err)
+	defer buf.Close()
+	for i := range buf.Data() {
+		buf.Data()[i] = int32(i * 10)
+	}
+	base := dlonnx.LibRefs()
+	v, err := dlonnx.NewValue(unsafe.Pointer(&buf.Data()[0]), 24, []int64{2, 3}, dlpack.Int32)
+	require.NoError(t, err)
+	o, err := dlonnx.FromValue(v)
+	require.NoError(t, err)
+	assert.Equal(t, base+1, dlonnx.LibRefs(), "the Output holds the library")
+	assert.Equal(t, dlpack.Int32, o.DType())
+	assert.Equal(t, []int64{2, 3}, o.Shape())
+	f, err := dlpack.From(o)
+	require.NoError(t, err)
+	o.Destroy()
+	xs, err := dlpack.Slice[int32](f)
+	require.NoError(t, err)
+	assert.Equal(t, []int32{0, 10, 20, 30, 40, 50}, xs)
+	assert.Same(t, &buf.Data()[0], &xs[0], "no copy")
+	assert.Equal(t, base+1, dlonnx.LibRefs(), "the consumer holds the value")
+	f.Close()
+	assert.Equal(t, base, dlonnx.LibRefs(), "released once, by the last holder")
+	_, err = dlpack.From(o)
+	assert.ErrorIs(t, err, dlpack.ErrClosed)
+}
