@@ -34,7 +34,7 @@ def main(models, repeats):
     sess = onnxruntime.InferenceSession(os.path.join(models, "scale_float32.onnx"), providers=["CPUExecutionProvider"])
     for name, n in SIZES:
         xs = [(np.arange(n - 16 * k, dtype=np.float32) % 7) - 3 for k in range(4)]
-        iters = 2000 if n < 1 << 20 else 20
+        iters = 20000 if n < 1 << 20 else 20
         state = {"i": 0}
 
         def run():

@@ -18,7 +18,7 @@ echo "== measuring: $COUNT rounds of dlonnx (Go benchmarks) then ONNX Runtime's 
 ONNXRUNTIME_LIB=$lib DLONNX_MODELS=$models go test -c -o .build/dlonnx.test ./dlonnx
 gobench= python=
 for _ in $(seq "$COUNT"); do
-	for size in "4KiB 2000x" "64MiB 20x"; do
+	for size in "4KiB 20000x" "64MiB 20x"; do
 		set -- $size
 		gobench+=$'\n'$(cd dlonnx && ONNXRUNTIME_LIB=$lib DLONNX_MODELS=$models ../.build/dlonnx.test -test.run '^$' \
 			-test.bench "^BenchmarkFreshOutput\$/.*/$1\$" -test.benchtime "$2")

@@ -333,12 +333,15 @@ func newRawValue(data unsafe.Pointer, nbytes uintptr, shape []int64, elem int) (
 
 func releaseRawValue(v unsafe.Pointer) { C.dlonnx_release_value(v) }
 
+var dimsPool = sync.Pool{New: func() any { return new([maxRank]int64) }}
+
 // describeValue reads an OrtValue: its ONNXType (1 for a tensor) and, for
 // a tensor, its element type, rank, shape (when rank <= maxRank) and data.
 func describeValue(v unsafe.Pointer) (onnxType, elem, ndim int, shape []int64, data unsafe.Pointer, err error) {
 	var ot, et C.int
 	var nd C.size_t
-	var dims [maxRank]int64
+	dims := dimsPool.Get().(*[maxRank]int64) // what C writes escapes: reuse it
+	defer dimsPool.Put(dims)
 	err = ortErr("reading the value", C.dlonnx_describe(v, &ot, &et, &nd, (*C.int64_t)(unsafe.Pointer(&dims[0])), maxRank, &data))
 	onnxType, elem, ndim = int(ot), int(et), int(nd)
 	if err == nil && ndim <= maxRank {

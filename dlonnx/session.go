@@ -139,18 +139,35 @@ func cloneInfos(is []Info) []Info {
 // ErrInput and dlpack.ErrDataType, ErrNDim or ErrShape), naming the input
 // and dimension. Run and RunInto call it first.
 func (s *Session) CheckInputs(inputs ...*Tensor) error {
-	_, err := s.bind(inputs)
+	var buf [8]binding
+	_, err := s.bind(inputs, buf[:0])
 	return err
 }
 
-// bind checks the inputs and returns the value of each named dimension.
-func (s *Session) bind(inputs []*Tensor) (map[string]int64, error) {
+// binding is the value a named dimension takes, and where it was first
+// seen.
+type binding struct {
+	name    string
+	value   int64
+	in, dim int
+}
+
+func lookup(bs []binding, name string) (binding, bool) {
+	for _, b := range bs {
+		if b.name == name {
+			return b, true
+		}
+	}
+	return binding{}, false
+}
+
+// bind checks the inputs and appends the value of each named dimension
+// to bound.
+func (s *Session) bind(inputs []*Tensor, bound []binding) ([]binding, error) {
 	if len(inputs) != len(s.inputs) {
 		return nil, &InputError{Input: fmt.Sprintf("#%d", len(inputs)), Dim: -1, Want: fmt.Sprintf("%d inputs", len(s.inputs)),
 			Got: fmt.Sprintf("%d inputs", len(inputs)), Err: dlpack.ErrShape}
 	}
-	var bound map[string]int64
-	var boundBy map[string]string
 	for i, in := range s.inputs {
 		t := inputs[i]
 		if t == nil {
@@ -173,15 +190,11 @@ func (s *Session) bind(inputs []*Tensor) (map[string]int64, error) {
 			if want >= 0 || name == "" {
 				continue
 			}
-			if bound == nil {
-				bound, boundBy = map[string]int64{}, map[string]string{}
-			}
-			if v, ok := bound[name]; ok && v != got {
-				return nil, &InputError{Input: in.Name, Dim: d, Want: v, Got: got, Err: dlpack.ErrShape,
-					Why: fmt.Sprintf("dimension %q is %d in %s", name, v, boundBy[name])}
-			} else if !ok {
-				bound[name] = got
-				boundBy[name] = fmt.Sprintf("input %q dimension %d", in.Name, d)
+			if b, ok := lookup(bound, name); !ok {
+				bound = append(bound, binding{name, got, i, d})
+			} else if b.value != got {
+				return nil, &InputError{Input: in.Name, Dim: d, Want: b.value, Got: got, Err: dlpack.ErrShape,
+					Why: fmt.Sprintf("dimension %q is %d in input %q dimension %d", name, b.value, s.inputs[b.in].Name, b.dim)}
 			}
 		}
 	}
@@ -196,7 +209,8 @@ func (s *Session) bind(inputs []*Tensor) (map[string]int64, error) {
 // with no -1 can be made with NewOutput and run with RunInto. The
 // inputs are checked as CheckInputs does.
 func (s *Session) OutputShapes(inputs ...*Tensor) ([][]int64, error) {
-	bound, err := s.bind(inputs)
+	var buf [8]binding
+	bound, err := s.bind(inputs, buf[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -207,8 +221,8 @@ func (s *Session) OutputShapes(inputs ...*Tensor) ([][]int64, error) {
 			if v >= 0 {
 				continue
 			}
-			if b, ok := bound[o.Dims[d]]; ok && o.Dims[d] != "" {
-				shape[d] = b
+			if b, ok := lookup(bound, o.Dims[d]); ok && o.Dims[d] != "" {
+				shape[d] = b.value
 			}
 		}
 		out[i] = shape
