@@ -13,7 +13,8 @@ package dlonnx
 // onnxruntime_go v1.27.0 asks for.
 //
 // The library is the one onnxruntime_go loaded: it is found among the
-// loaded objects (dl_iterate_phdr) as the one exporting OrtGetApiBase, and
+// loaded objects (dl_iterate_phdr; on macOS the dyld image list, written
+// but not tested here) as the one exporting OrtGetApiBase, and
 // opened again with RTLD_NOLOAD, which takes a reference without loading
 // anything. That reference keeps the library mapped while any value this
 // package made is alive, so a release after ort.DestroyEnvironment (which
@@ -23,7 +24,11 @@ package dlonnx
 #cgo LDFLAGS: -ldl
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#ifdef __APPLE__
+#include <mach-o/dyld.h>
+#else
 #include <link.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,10 +97,25 @@ static char *dlonnx_err(dlonnx_status *st) {
 #define MAX_OBJECTS 1024
 struct dlonnx_names { int n; char *name[MAX_OBJECTS]; };
 
+#ifndef __APPLE__
 static int dlonnx_collect(struct dl_phdr_info *info, size_t size, void *data) {
 	struct dlonnx_names *ns = data;
 	if (info->dlpi_name && info->dlpi_name[0] && ns->n < MAX_OBJECTS) ns->name[ns->n++] = strdup(info->dlpi_name);
 	return 0;
+}
+#endif
+
+// dlonnx_loaded lists the paths of the loaded objects.
+static void dlonnx_loaded(struct dlonnx_names *ns) {
+#ifdef __APPLE__
+	uint32_t n = _dyld_image_count();
+	for (uint32_t i = 0; i < n && ns->n < MAX_OBJECTS; i++) {
+		const char *name = _dyld_get_image_name(i);
+		if (name && name[0]) ns->name[ns->n++] = strdup(name);
+	}
+#else
+	dl_iterate_phdr(dlonnx_collect, ns);
+#endif
 }
 
 // dlonnx_open finds the loaded ONNX Runtime library and takes a reference
@@ -104,7 +124,7 @@ static int dlonnx_collect(struct dl_phdr_info *info, size_t size, void *data) {
 static int dlonnx_open(void) {
 	struct dlonnx_names ns;
 	ns.n = 0;
-	dl_iterate_phdr(dlonnx_collect, &ns);
+	dlonnx_loaded(&ns);
 	void *found = NULL, *handle = NULL;
 	int distinct = 0;
 	for (int i = 0; i < ns.n; i++) {

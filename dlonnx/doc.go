@@ -132,7 +132,9 @@
 // wheel on PyPI ships the library (onnxruntime/capi/libonnxruntime.so.*);
 // onnxruntime_go v1.27.0 and this package use C API version 24, which ONNX
 // Runtime 1.24 and later provide. The library is found with
-// dl_iterate_phdr (Linux and other ELF systems). Without cgo
+// dl_iterate_phdr on Linux and other ELF systems (tested) and with dyld's
+// image list on macOS (not tested); Windows is not supported by this
+// route. Without cgo
 // (CGO_ENABLED=0) onnxruntime_go does not build; this package then offers
 // the same functions without the onnxruntime_go Value methods, and they
 // return dlpack.ErrCgoRequired.
