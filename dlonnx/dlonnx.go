@@ -26,12 +26,14 @@ type customData = ort.CustomDataTensor
 // empty tensor). It is also a dlpack.Source and dlpack.Producer, so its
 // memory goes on to DLPack consumers without a copy.
 //
-// The Tensor owns its ONNX Runtime value and its reference to the memory:
-// Destroy gives up the Go owner's share, and each DLPack consumer holds one
-// until it releases the tensor; the last of them releases the ONNX Runtime
-// value, unpins Go memory and drops the memory reference. A Tensor is
-// safe to hand to consumers from several goroutines; Run and writes to the
-// memory must be ordered by the caller, as for any onnxruntime_go value.
+// The Tensor owns its ONNX Runtime values (onnxruntime_go's, and the one
+// a Session runs with) and its reference to the memory. Destroy releases
+// the values and gives up the Go owner's share of the memory; each DLPack
+// consumer holds a share of the memory (not of the values) until it
+// releases the tensor, and the last of them unpins Go memory and drops
+// the memory reference. A Tensor is safe to hand to consumers from
+// several goroutines; Run, Reshape and writes to the memory must be
+// ordered by the caller, as for any onnxruntime_go value.
 type Tensor struct {
 	*customData
 	s *state
@@ -146,7 +148,8 @@ func checkShape(shape []int64) error {
 // has. It never copies: a read-only tensor fails with dlpack.ErrReadOnly,
 // a strided one with dlpack.ErrLayout, another device with
 // dlpack.ErrDevice, another type with dlpack.ErrDataType, a 0-d tensor
-// with dlpack.ErrShape (use CopyTensor for the first two).
+// with dlpack.ErrShape (use CopyTensor for the first two); before
+// ort.InitializeEnvironment it fails with ErrNotLoaded.
 //
 // The Tensor takes its own reference to the memory (dlpack.FromRequest),
 // so the caller keeps whatever it had: a Foreign passed here is still the
@@ -295,10 +298,10 @@ func (s *state) makeValues(k kind, shape []int64, nbytes uintptr) (*ort.CustomDa
 	return v, raw, nil
 }
 
-// Destroy gives up the Go owner's share of the tensor: once no DLPack
-// consumer holds it either, the ONNX Runtime value is released, Go memory
-// unpinned and the memory reference dropped. It is idempotent and always
-// returns nil; the Tensor must not be passed to Run afterwards.
+// Destroy releases the Tensor's ONNX Runtime values and gives up the Go
+// owner's share of the memory: once no DLPack consumer holds it either, Go
+// memory is unpinned and the memory reference dropped. It is idempotent
+// and always returns nil; the Tensor must not be passed to Run afterwards.
 func (t *Tensor) Destroy() error {
 	t.s.cleanup.Stop()
 	t.s.dropOwner()
