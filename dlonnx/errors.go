@@ -32,6 +32,7 @@ type InputError struct {
 	Why   string // a short explanation, may be empty
 }
 
+// Error names the input, the dimension, what it is and what the model wants.
 func (e *InputError) Error() string {
 	where := fmt.Sprintf("input %q", e.Input)
 	if e.Dim >= 0 {
