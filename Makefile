@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib flight
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -129,6 +129,8 @@ onnx: onnx-lib $(VENV)/.installed
 	$(ONNX_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlonnx
 	$(ONNX_ENV) $(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' ./dlonnx 2>&1 | grep -v '^checkfinalizers: queue:'
 	$(ONNX_ENV) $(GO) test -count=1 -asan ./dlonnx
+	@echo "== dlonnx soak: 100,000 inferences with varying output shapes, flat memory"
+	$(ONNX_ENV) DLONNX_SOAK=100000 $(GO) test -count=1 -run '^TestSoak$$' -v ./dlonnx 2>&1 | grep -E '^(---|ok|FAIL|panic|\s+pool_test)'
 	$(ONNX_ENV) $(GO) test -count=1 -run '^$$' -bench . -benchtime 2x ./dlonnx
 	@echo "== ONNX Runtime and the Rust dlpark crate, both ways"
 	cargo build --release --quiet --manifest-path internal/dlparkpeer/rust/Cargo.toml
@@ -236,6 +238,12 @@ bench:
 # NumPy in .venv-bench and builds the dlpark crate); prints a Markdown table.
 compare:
 	bash bench/compare.sh
+
+# dlonnx beside ONNX Runtime's Python API (sess.run, IOBinding), fresh
+# output shapes at 4 KiB and 64 MiB (bench/onnx_compare.sh).
+compare: compare-onnx
+compare-onnx: $(VENV)/.installed
+	PY=$(VENV)/bin/python bash bench/onnx_compare.sh
 
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make

@@ -4,7 +4,10 @@ package dlonnx_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlonnx"
@@ -140,5 +143,116 @@ func BenchmarkInference(b *testing.B) {
 				out[0].Destroy()
 			}
 		})
+	}
+}
+
+// The sizes of the side-by-side benchmark with ONNX Runtime's Python API
+// (bench/onnx_compare.sh): float32 elements of X for Y = X * X.
+var freshSizes = []struct {
+	name string
+	n    int64
+}{{"4KiB", 1 << 10}, {"64MiB", 1 << 24}}
+
+// freshInputs returns four inputs of n, n-16, n-32 and n-48 elements in C
+// memory, so that each run's output has a shape the previous did not.
+func freshInputs(b *testing.B, n int64) []dlpack.Foreign {
+	var fs []dlpack.Foreign
+	for k := int64(0); k < 4; k++ {
+		fs = append(fs, benchInput(b, n-16*k))
+	}
+	return fs
+}
+
+// An inference with a fresh output shape on every call, from a DLPack
+// tensor to a DLPack consumer of the result: the input shared
+// (ToValue), then
+//   - run: Session.Run, the output left to ONNX Runtime (its arena) and
+//     adopted (no copy, nothing zeroed);
+//   - newoutput: NewOutput sized by OutputShapes, then RunInto (a new
+//     zeroed C buffer per call, the way before Session);
+//   - pool: a Pool's output sized by OutputShapes, then RunInto;
+//   - ort: onnxruntime_go's own path, the output allocated by ONNX
+//     Runtime and copied into Go memory by onnxruntime_go.
+//
+// bench/onnx_compare.sh runs ONNX Runtime's Python API (sess.run and
+// IOBinding) on the same model and inputs beside it.
+func BenchmarkFreshOutput(b *testing.B) {
+	s := dlSession(b, "scale_float32.onnx")
+	data, err := os.ReadFile(filepath.Join(models(b), "scale_float32.onnx"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	os_, err := ort.NewDynamicAdvancedSessionWithONNXData(data, []string{"X"}, []string{"Y"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os_.Destroy()
+	pool := dlonnx.NewPool()
+	defer pool.Close()
+	must := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	consume := func(p dlpack.Producer) {
+		g, err := dlpack.From(p)
+		must(err)
+		g.Close()
+	}
+	// into runs the session into an output made by mk, sized by OutputShapes.
+	into := func(f dlpack.Foreign, mk func(dlpack.DataType, ...int64) (*dlonnx.Tensor, error)) {
+		x, err := dlonnx.ToValue(f)
+		must(err)
+		shapes, err := s.OutputShapes(x)
+		must(err)
+		y, err := mk(dlpack.Float32, shapes[0]...)
+		must(err)
+		must(s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
+		x.Destroy()
+		consume(y)
+		y.Destroy()
+	}
+	variants := []struct {
+		name string
+		step func(f dlpack.Foreign)
+	}{
+		{"run", func(f dlpack.Foreign) {
+			x, err := dlonnx.ToValue(f)
+			must(err)
+			outs, err := s.Run(x)
+			must(err)
+			x.Destroy()
+			consume(outs[0])
+			outs[0].Destroy()
+		}},
+		{"newoutput", func(f dlpack.Foreign) { into(f, dlonnx.NewOutput) }},
+		{"pool", func(f dlpack.Foreign) { into(f, pool.Get) }},
+		{"ort", func(f dlpack.Foreign) {
+			x, err := dlonnx.ToValue(f)
+			must(err)
+			out := []ort.Value{nil}
+			must(os_.Run([]ort.Value{x}, out))
+			x.Destroy()
+			consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()...))
+			out[0].Destroy()
+		}},
+	}
+	for _, sz := range freshSizes {
+		fs := freshInputs(b, sz.n)
+		for _, v := range variants {
+			b.Run(v.name+"/"+sz.name, func(b *testing.B) {
+				// Warm-up: every shape at least once, and for 100 ms
+				// (ONNX Runtime's thread pool, the arena, the Go heap).
+				for i, start := 0, time.Now(); i < len(fs) || time.Since(start) < 100*time.Millisecond; i++ {
+					v.step(fs[i%len(fs)])
+				}
+				b.SetBytes(4 * sz.n)
+				i := 0
+				for b.Loop() {
+					v.step(fs[i%len(fs)])
+					i++
+				}
+			})
+		}
 	}
 }

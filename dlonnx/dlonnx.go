@@ -26,12 +26,14 @@ type customData = ort.CustomDataTensor
 // empty tensor). It is also a dlpack.Source and dlpack.Producer, so its
 // memory goes on to DLPack consumers without a copy.
 //
-// The Tensor owns its ONNX Runtime value and its reference to the memory:
-// Destroy gives up the Go owner's share, and each DLPack consumer holds one
-// until it releases the tensor; the last of them releases the ONNX Runtime
-// value, unpins Go memory and drops the memory reference. A Tensor is
-// safe to hand to consumers from several goroutines; Run and writes to the
-// memory must be ordered by the caller, as for any onnxruntime_go value.
+// The Tensor owns its ONNX Runtime values (onnxruntime_go's, and the one
+// a Session runs with) and its reference to the memory. Destroy releases
+// the values and gives up the Go owner's share of the memory; each DLPack
+// consumer holds a share of the memory (not of the values) until it
+// releases the tensor, and the last of them unpins Go memory and drops
+// the memory reference. A Tensor is safe to hand to consumers from
+// several goroutines; Run, Reshape and writes to the memory must be
+// ordered by the caller, as for any onnxruntime_go value.
 type Tensor struct {
 	*customData
 	s *state
@@ -40,17 +42,20 @@ type Tensor struct {
 // state is what the owner and the consumers share; the cleanup that
 // releases an unreachable Tensor refers to it and never to the Tensor.
 type state struct {
-	refs    atomic.Int64 // the Go owner (until Destroy) + one per consumer
-	owned   atomic.Bool  // the Go owner's share is still held
-	value   *ort.CustomDataTensor
-	pin     runtime.Pinner
-	release func() error // drops the memory reference (Foreign or Buffer)
-	data    unsafe.Pointer
-	nbytes  uintptr
-	dtype   dlpack.DataType
-	shape   []int64
-	copied  bool
-	cleanup runtime.Cleanup
+	refs     atomic.Int64 // the Go owner (until Destroy) + one per consumer
+	owned    atomic.Bool  // the Go owner's share is still held
+	value    *ort.CustomDataTensor
+	rawv     atomic.Pointer[byte] // this package's OrtValue over the memory (Session)
+	pin      runtime.Pinner
+	release  func() error // drops the memory reference (Foreign or Buffer)
+	data     unsafe.Pointer
+	nbytes   uintptr
+	empty    []byte  // the byte onnxruntime_go wants for an empty tensor
+	capacity uintptr // the bytes at data (Reshape)
+	dtype    dlpack.DataType
+	shape    []int64
+	copied   bool
+	cleanup  runtime.Cleanup
 }
 
 // kind is what the bridge does with one element type.
@@ -143,7 +148,8 @@ func checkShape(shape []int64) error {
 // has. It never copies: a read-only tensor fails with dlpack.ErrReadOnly,
 // a strided one with dlpack.ErrLayout, another device with
 // dlpack.ErrDevice, another type with dlpack.ErrDataType, a 0-d tensor
-// with dlpack.ErrShape (use CopyToValue for the first two).
+// with dlpack.ErrShape (use CopyToValue for the first two); before
+// ort.InitializeEnvironment it fails with ErrNotLoaded.
 //
 // The Tensor takes its own reference to the memory (dlpack.FromRequest),
 // so the caller keeps whatever it had: a Foreign passed here is still the
@@ -239,22 +245,20 @@ func check(f dlpack.Foreign) (kind, error) {
 // newTensor wraps data (nil when empty) in an ONNX Runtime value. On error
 // it calls release.
 func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, nbytes uintptr, release func() error, copied bool) (*Tensor, error) {
-	s := &state{release: release, data: data, nbytes: nbytes, dtype: dt, shape: shape, copied: copied}
-	bytes := unsafe.Slice((*byte)(data), nbytes)
-	if nbytes == 0 {
-		// onnxruntime_go wants at least one byte even for no elements.
-		bytes = make([]byte, 1)
+	if err := acquire(); err != nil {
+		release()
+		return nil, err
 	}
-	// A no-op for memory outside the Go heap; Go memory stays pinned for
-	// as long as ONNX Runtime may read it, until the last release.
-	s.pin.Pin(unsafe.Pointer(unsafe.SliceData(bytes)))
-	v, err := ort.NewCustomDataTensor(ort.Shape(shape), bytes, k.ort)
+	s := &state{release: release, data: data, nbytes: nbytes, capacity: nbytes, dtype: dt, shape: shape, copied: copied}
+	v, raw, err := s.makeValues(k, shape, nbytes)
 	if err != nil {
 		s.pin.Unpin()
 		release()
-		return nil, fmt.Errorf("dlonnx: ONNX Runtime refused the tensor %v%v: %w", dt, shape, err)
+		releaseLib()
+		return nil, err
 	}
 	s.value = v
+	s.rawv.Store((*byte)(raw))
 	s.refs.Store(1)
 	s.owned.Store(true)
 	t := &Tensor{customData: v, s: s}
@@ -262,18 +266,56 @@ func newTensor(k kind, dt dlpack.DataType, shape []int64, data unsafe.Pointer, n
 	return t, nil
 }
 
-// Destroy gives up the Go owner's share of the tensor: once no DLPack
-// consumer holds it either, the ONNX Runtime value is released, Go memory
-// unpinned and the memory reference dropped. It is idempotent and always
-// returns nil; the Tensor must not be passed to Run afterwards.
+// makeValues makes the two ONNX Runtime values over the first nbytes of
+// the memory with the given shape: onnxruntime_go's (the Tensor's
+// ort.Value) and this package's (for a Session).
+func (s *state) makeValues(k kind, shape []int64, nbytes uintptr) (*ort.CustomDataTensor, unsafe.Pointer, error) {
+	bytes := unsafe.Slice((*byte)(s.data), nbytes)
+	if nbytes == 0 {
+		// onnxruntime_go wants at least one byte even for no elements.
+		if s.empty == nil {
+			s.empty = make([]byte, 1)
+			s.pin.Pin(&s.empty[0])
+		}
+		bytes = s.empty
+	} else {
+		// A no-op for memory outside the Go heap; Go memory stays
+		// pinned for as long as ONNX Runtime may read it, until the
+		// last release.
+		s.pin.Pin(s.data)
+	}
+	v, err := ort.NewCustomDataTensor(ort.Shape(shape), bytes, k.ort)
+	var raw unsafe.Pointer
+	if err == nil {
+		raw, err = newRawValue(unsafe.Pointer(unsafe.SliceData(bytes)), nbytes, shape, int(k.ort))
+		if err != nil {
+			v.Destroy()
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("dlonnx: ONNX Runtime refused the tensor %v%v: %w", s.dtype, shape, err)
+	}
+	return v, raw, nil
+}
+
+// Destroy releases the Tensor's ONNX Runtime values and gives up the Go
+// owner's share of the memory: once no DLPack consumer holds it either, Go
+// memory is unpinned and the memory reference dropped. It is idempotent
+// and always returns nil; the Tensor must not be passed to Run afterwards.
 func (t *Tensor) Destroy() error {
 	t.s.cleanup.Stop()
 	t.s.dropOwner()
 	return nil
 }
 
+// dropOwner releases the ONNX Runtime values at once (the consumers hold
+// the memory, not the values) and the owner's share of the memory.
 func (s *state) dropOwner() {
 	if s.owned.CompareAndSwap(true, false) {
+		raw := s.rawv.Swap(nil)
+		s.value.Destroy()
+		releaseRawValue(unsafe.Pointer(raw))
+		releaseLib()
 		s.unref()
 	}
 }
@@ -282,10 +324,12 @@ func (s *state) unref() {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
-	s.value.Destroy()
 	s.pin.Unpin()
 	s.release()
 }
+
+// raw returns this package's OrtValue over the memory; nil once destroyed.
+func (t *Tensor) raw() unsafe.Pointer { return unsafe.Pointer(t.s.rawv.Load()) }
 
 // Copied reports whether the Tensor holds its own memory (CopyToValue,
 // NewOutput) rather than sharing its producer's (ToValue).

@@ -21,4 +21,13 @@ func TestWithoutCgo(t *testing.T) {
 	if _, err := dlonnx.NewOutput(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("NewOutput: %v, want ErrCgoRequired", err)
 	}
+	if _, err := dlonnx.NewSession([]byte{1}); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("NewSession: %v, want ErrCgoRequired", err)
+	}
+	if _, err := dlonnx.FromValue(nil); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("FromValue: %v, want ErrCgoRequired", err)
+	}
+	if _, err := dlonnx.NewPool().Get(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Errorf("Pool.Get: %v, want ErrCgoRequired", err)
+	}
 }

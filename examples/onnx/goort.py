@@ -14,6 +14,10 @@ _lib.goort_init.argtypes = [ctypes.c_char_p]
 _lib.goort_open.restype = ctypes.c_int64
 _lib.goort_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
 _lib.goort_close.argtypes = [ctypes.c_int64]
+_lib.goort_open_adopting.restype = ctypes.c_int64
+_lib.goort_open_adopting.argtypes = [ctypes.c_char_p]
+_lib.goort_run_adopt.restype = ctypes.py_object
+_lib.goort_run_adopt.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_int]
 _lib.goort_run.restype = ctypes.py_object  # a new reference, or NULL with an exception set
 _lib.goort_run.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p,
                            ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_size_t]
@@ -92,6 +96,31 @@ class Session:
         want = None if expect is None else _capsule(expect)
         return Output(_lib.goort_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape),
                                      0 if want is None else id(want)))
+
+
+class AdoptingSession:
+    """A model run from Go by a dlonnx Session: ONNX Runtime allocates the
+    outputs, in any shape the data gives, and Go hands them on without a
+    copy. AdoptingSession(path); inputs in the model's order."""
+
+    def __init__(self, path):
+        self._id = _lib.goort_open_adopting(str(path).encode())
+
+    def close(self):
+        if self._id:
+            _lib.goort_close(self._id)
+            self._id = 0
+
+    def __del__(self):
+        self.close()
+
+    def run(self, *inputs, output=0):
+        """Hands each input to Go by DLPack, runs the model and returns
+        output number `output` as a DLPack producer over ONNX Runtime's
+        memory."""
+        capsules = [_capsule(x) for x in inputs]
+        ptrs = (ctypes.c_size_t * max(len(capsules), 1))(*[id(c) for c in capsules])
+        return Output(_lib.goort_run_adopt(self._id, ptrs, len(capsules), output))
 
 
 def _capsule(x):

@@ -7,7 +7,9 @@
 // goort.py loads it with ctypes.PyDLL (every call holds the GIL). Inputs
 // are shared with ONNX Runtime when they are compact and writable, else
 // copied (dlonnx.CopyToValue); outputs are written by ONNX Runtime into
-// memory that the consumer then reads without a copy.
+// memory that the consumer then reads without a copy: memory made by Go
+// (goort_run, dlonnx.NewOutput), or memory ONNX Runtime allocated itself
+// in whatever shape the data gave (goort_run_adopt, dlonnx.Session).
 package main
 
 // #include <stdint.h>
@@ -33,6 +35,9 @@ import (
 var (
 	mu       sync.Mutex
 	sessions = map[int64]*ort.DynamicAdvancedSession{}
+	// Sessions of dlonnx (ONNX Runtime's C API): their outputs are left to
+	// ONNX Runtime and adopted (goort_run_adopt).
+	adopting = map[int64]*dlonnx.Session{}
 	nextID   int64
 	// What the last run saw, for the zero-copy checks: the address of
 	// each input's memory as ONNX Runtime has it, whether it was copied,
@@ -95,15 +100,102 @@ func goort_open(model, inputs, output *C.char) C.int64_t {
 	return C.int64_t(nextID)
 }
 
+// goort_open_adopting opens a model as a dlonnx Session, whose outputs
+// ONNX Runtime allocates (any shape the data gives). Returns the
+// session's id, or -1 with a Python exception set.
+//
+//export goort_open_adopting
+func goort_open_adopting(model *C.char) C.int64_t {
+	data, err := os.ReadFile(C.GoString(model))
+	if err != nil {
+		fail(false, err)
+		return -1
+	}
+	s, err := dlonnx.NewSession(data)
+	if err != nil {
+		fail(false, err)
+		return -1
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	nextID++
+	adopting[nextID] = s
+	return C.int64_t(nextID)
+}
+
 //export goort_close
 func goort_close(id C.int64_t) {
 	mu.Lock()
-	s := sessions[int64(id)]
+	s, a := sessions[int64(id)], adopting[int64(id)]
 	delete(sessions, int64(id))
+	delete(adopting, int64(id))
 	mu.Unlock()
 	if s != nil {
 		s.Destroy()
 	}
+	if a != nil {
+		a.Destroy()
+	}
+}
+
+// goort_run_adopt consumes n DLPack capsules (one per input, as
+// goort_run), runs a session of goort_open_adopting and returns a new
+// versioned DLPack capsule of output i over the memory ONNX Runtime
+// allocated for it (no copy); or 0 with a Python exception set. The other
+// outputs are released.
+//
+//export goort_run_adopt
+func goort_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintptr_t {
+	mu.Lock()
+	s := adopting[int64(id)]
+	mu.Unlock()
+	if s == nil {
+		fail(false, errors.New("no such session"))
+		return 0
+	}
+	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
+	inputs := make([]*dlonnx.Tensor, 0, len(capsules))
+	defer func() {
+		for _, v := range inputs {
+			v.Destroy()
+		}
+	}()
+	for j, c := range capsules {
+		t, err := consume(c)
+		if err != nil {
+			fail(true, fmt.Errorf("input %d: %w", j, err))
+			return 0
+		}
+		inputs = append(inputs, t)
+	}
+	outs, err := s.Run(inputs...)
+	if err != nil {
+		fail(false, err)
+		return 0
+	}
+	defer func() {
+		for _, o := range outs {
+			o.Destroy() // the capsule's consumer holds its own share
+		}
+	}()
+	if int(i) < 0 || int(i) >= len(outs) {
+		fail(false, fmt.Errorf("no output %d", i))
+		return 0
+	}
+	lastOutput = 0
+	if b := outs[i].Bytes(); len(b) > 0 {
+		lastOutput = uintptr(unsafe.Pointer(&b[0]))
+	}
+	m, err := dlpack.Produce(outs[i], dlpack.DefaultRequest())
+	if err != nil {
+		fail(true, err)
+		return 0
+	}
+	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
+	if capsule == 0 {
+		m.Release()
+	}
+	return C.uintptr_t(capsule)
 }
 
 // goort_run consumes n DLPack capsules (borrowed references to unconsumed
