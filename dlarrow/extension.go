@@ -3,6 +3,7 @@ package dlarrow
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -82,6 +83,9 @@ func fixedShape(meta string, width int64) (shape, strides []int64, err error) {
 	for _, d := range m.Shape {
 		if d < 0 {
 			return nil, nil, bad("negative dimension")
+		}
+		if d != 0 && n > math.MaxInt64/d {
+			return nil, nil, bad(fmt.Sprintf("the product of shape %v overflows int64", m.Shape))
 		}
 		n *= d
 	}
