@@ -243,6 +243,9 @@ func (x *Tensor) DataType() dlpack.DataType { return x.dtype }
 // tensor that has since been finalized describes nothing more (ErrTensor):
 // GoMLX may have given that memory to another tensor.
 func (x *Tensor) DescribeTensor(d *dlpack.Description) error {
+	if x == nil {
+		return errNilTensor
+	}
 	if !x.copied {
 		if !x.src.Ok() {
 			return &dlpack.FieldError{Field: "tensor", Value: "finalized", Err: ErrTensor,
@@ -267,12 +270,18 @@ func (x *Tensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 // DLPack implements dlpack.Producer with dlpack.Produce; a versioned
 // tensor of a Tensor's own copy carries FlagIsCopied.
 func (x *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	if x == nil {
+		return dlpack.Managed{}, errNilTensor
+	}
 	m, err := dlpack.Produce(x, req)
 	if err == nil && x.copied && m.Versioned != nil {
 		m.Versioned.Flags |= dlpack.FlagIsCopied
 	}
 	return m, err
 }
+
+// errNilTensor is the error of a nil *Tensor used as a producer.
+var errNilTensor = &dlpack.FieldError{Field: "producer", Value: "(*dlgomlx.Tensor)(nil)", Err: dlpack.ErrNilPointer}
 
 // owner is a Tensor in the role of a description's Owner: its
 // ReleaseTensor is the consumer's, not the user's.
@@ -359,8 +368,11 @@ func Exports(t *tensors.Tensor) int {
 // consumer releases its tensor (its error is then dropped), and t must
 // not be used meanwhile. This is how to free a tensor whose memory may
 // still be read, without letting GoMLX reuse that memory under the
-// consumer.
+// consumer. A nil t is an error wrapping ErrTensor.
 func FinalizeAll(t *tensors.Tensor) error {
+	if t == nil {
+		return &dlpack.FieldError{Field: "tensor", Value: "nil", Err: ErrTensor}
+	}
 	exports.mu.Lock()
 	if e := exports.m[t]; e != nil {
 		e.finalize = true

@@ -31,7 +31,7 @@ import (
 // true. It fails with dlpack.ErrDataType for element types GoMLX lacks
 // and dlpack.ErrDevice for memory the CPU cannot read.
 func ToTensor(p dlpack.Producer, backend backends.Backend) (*tensors.Tensor, error) {
-	if x, ok := p.(*Tensor); ok && !x.copied && x.src.Ok() {
+	if x, ok := p.(*Tensor); ok && x != nil && !x.copied && x.src.Ok() {
 		stats.shared.Add(1)
 		return x.src, nil
 	}
