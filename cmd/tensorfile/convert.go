@@ -74,6 +74,9 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	if *compress && outFmt != formatNPZ {
 		return usagef("convert: --compress applies to .npz outputs only")
 	}
+	if outPath, err = outputPath(outPath); err != nil {
+		return err
+	}
 
 	in, err := open(inPath, inFmt)
 	if err != nil {
@@ -103,6 +106,32 @@ func convert(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s: %w", outPath, err) // a PathError here names the temporary file
 	}
 	return nil
+}
+
+// outputPath checks OUT before anything is read or written, and returns
+// the path to write: a symbolic link's target, so that the link stays a
+// link. OUT must be a regular file or not exist, in a directory that
+// does: the rename that completes a conversion would replace a
+// directory's entry for a device (/dev/null, /dev/stdout) with a regular
+// file.
+func outputPath(path string) (string, error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return "", fmt.Errorf("%s: %w", path, notRegular(st.Mode()))
+	case err == nil:
+		return path, nil
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	} else if !st.IsDir() {
+		return "", fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	return path, nil
 }
 
 // choose returns the tensors to write, in file order (or the order of

@@ -37,7 +37,8 @@
 // --from and --to override). The input is mapped and each tensor streams
 // from the mapping through a buffered writer into a temporary file next to
 // OUT, renamed to OUT only when everything was written: a failure never
-// leaves a partial OUT. IN is a regular file. On a terminal, inputs of 32 MiB or more show a
+// leaves a partial OUT. OUT is a new name or a regular file (a symbolic
+// link is written through); IN is a regular file. On a terminal, inputs of 32 MiB or more show a
 // progress bar on standard error; when standard error is not a terminal,
 // nothing but errors and notes (metadata a format cannot keep, columns left
 // out) is printed. Flags:

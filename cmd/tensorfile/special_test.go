@@ -70,3 +70,56 @@ func TestInputNotARegularFile(t *testing.T) {
 		}
 	}
 }
+
+// OUT that exists and is not a regular file (a directory, a device) is
+// refused before anything is written, and stays what it was: the rename
+// that completes a conversion would otherwise replace a device node
+// (/dev/null, /dev/stdout) with a regular file. A symbolic link to a
+// regular file is written through, and stays a link. A missing directory
+// is named as such, not by a temporary file's name.
+func TestOutNotARegularFile(t *testing.T) {
+	dir, npy, _, _, _ := goFiles(t)
+
+	outDir := filepath.Join(dir, "outdir.npz")
+	if err := os.Mkdir(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := tfWithin(t, "convert", npy, outDir)
+	if st, err := os.Stat(outDir); r.code != 1 || !strings.Contains(r.stderr, outDir+": not a regular file (a directory)") || err != nil || !st.IsDir() {
+		t.Errorf("convert to a directory: exit %d, stderr %q, OUT now %v %v", r.code, r.stderr, st, err)
+	}
+
+	dev := filepath.Join(dir, "null.npz")
+	if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err != nil { // /dev/null's numbers
+		t.Logf("no device node made (%v): /dev/null itself is left alone", err)
+	} else {
+		r := tfWithin(t, "convert", npy, dev)
+		st, err := os.Lstat(dev)
+		if r.code != 1 || !strings.Contains(r.stderr, dev+": not a regular file (a device)") || err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Errorf("convert to a device: exit %d, stderr %q, OUT now %v %v", r.code, r.stderr, st, err)
+		}
+	}
+
+	target := filepath.Join(dir, "target.npz")
+	if err := os.WriteFile(target, []byte("previous"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.npz")
+	if err := os.Symlink("target.npz", link); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "convert", npy, link)
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", st, err)
+	}
+	rep, _ := inspectJSON(t, target)
+	if len(rep.Files) != 1 || len(rep.Files[0].Tensors) != 1 || rep.Files[0].Tensors[0].Name != npyName {
+		t.Errorf("the link's target holds %+v", rep)
+	}
+
+	missing := filepath.Join(dir, "no", "such", "out.npz")
+	r = tfWithin(t, "convert", npy, missing)
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(dir, "no", "such")) || strings.Contains(r.stderr, ".tmp-") {
+		t.Errorf("convert into a missing directory: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
