@@ -3,6 +3,7 @@ package tensorfile
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,9 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	if writable {
 		flag = os.O_RDWR
 	}
+	if err := regular(path); err != nil {
+		return nil, nil, 0, err
+	}
 	fd, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, nil, 0, err
@@ -118,6 +122,30 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	m.refs.Store(1)
 	liveMappings.Add(1)
 	return &File{m: m, writable: writable}, fd, size, nil
+}
+
+// regular refuses a path that exists and is not a regular file, before
+// it is opened: opening a named pipe blocks until a writer comes, and a
+// directory or a device has nothing to map. Other errors are left to the
+// open.
+func regular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	m := st.Mode()
+	kind := m.Type().String()
+	switch {
+	case m.IsDir():
+		kind = "directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "named pipe"
+	case m&fs.ModeSocket != 0:
+		kind = "socket"
+	case m&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return fieldErr(ErrFormat, "file", path, "not a regular file: a "+kind)
 }
 
 // readPrefix reads the first min(n, size) bytes of fd.
