@@ -2,16 +2,17 @@
 // .npz, safetensors, and Arrow IPC files (Feather v2). It is a thin layer
 // over packages tensorfile and dlarrow, which memory-map the input, so no
 // file is read into memory as a whole (except what cannot be mapped: the
-// members of a deflated or misaligned .npz, which package tensorfile
-// copies when it opens the archive).
+// members of a deflated or misaligned .npz, and safetensors tensors
+// misaligned in their file, which package tensorfile copies when it opens
+// the file).
 //
 //	go run github.com/godlpack/dlpack/cmd/tensorfile inspect [--json] FILE...
 //	go run github.com/godlpack/dlpack/cmd/tensorfile convert [flags] IN OUT
 //
 // inspect prints, for each file, every tensor's name, data type, shape,
 // size in bytes, memory layout (C or Fortran order, or strided) and whether
-// it is mapped (a zero-copy view of the file) or copied (a deflated .npz
-// member), then the file's metadata (safetensors __metadata__, the Arrow
+// it is mapped (a zero-copy view of the file) or copied (a deflated or
+// misaligned .npz member, a misaligned safetensors tensor), then the file's metadata (safetensors __metadata__, the Arrow
 // schema's metadata). With --json it prints one JSON document instead:
 //
 //	{"files": [{
