@@ -5,9 +5,9 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib flight
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
 
 fmt-check:
@@ -140,23 +140,27 @@ onnx: onnx-lib $(VENV)/.installed
 
 onnx-example: onnx-lib $(VENV)/.installed
 	$(GOORT_RUN) examples/onnx/demo.py
+# The bridges inside Python: one c-shared library (internal/libpybridges)
+# that the Python tests of every bridge load from $PYBRIDGES_LIB.
+PYBRIDGES_LIB := $(CURDIR)/.build/libpybridges.so
+pybridges-lib:
+	$(GO) build -buildmode=c-shared -o $(PYBRIDGES_LIB) ./internal/libpybridges
+
 # Images: PNG files decoded by Go's image/png and handed to NumPy through
 # DLPack (package dlimage) against Pillow's decoding of the same files, and
 # NumPy arrays encoded by Go against Pillow; then the PNG example.
-IMGRUN := GOIMAGE_LIB=$(CURDIR)/.build/libgoimage.so PYTHONPATH=$(CURDIR)/examples/png $(VENV)/bin/python
-images: $(VENV)/.installed
+IMGRUN := PYBRIDGES_LIB=$(PYBRIDGES_LIB) PYTHONPATH=$(CURDIR)/examples/png $(VENV)/bin/python
+images: pybridges-lib $(VENV)/.installed
 	@echo "== images: image/png and Pillow through DLPack (examples/png)"
-	$(GO) build -buildmode=c-shared -o .build/libgoimage.so ./examples/png/libgoimage
 	$(IMGRUN) -m pytest -q -p no:cacheprovider examples/png/tests
 	@out="$$($(IMGRUN) examples/png/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the PNG example did not end with nothing outstanding"; exit 1; }
-# dlarrow side by side with pyarrow: the c-shared library libdlarrow, the
-# protocol, import and mapped-file tests, the 100,000-round soaks, and the
-# generated comparison docs/arrow-matrix.md.
-arrow: $(VENV)/.installed
-	@echo "== dlarrow with pyarrow, NumPy and JAX (through the c-shared library libdlarrow)"
-	$(GO) build -buildmode=c-shared -o .build/libdlarrow.so ./dlarrow/internal/libdlarrow
-	DLARROW_LIB=$(CURDIR)/.build/libdlarrow.so DLARROW_MATRIX=$(CURDIR)/docs/arrow-matrix.md \
+# dlarrow side by side with pyarrow: the bridges' library, the protocol,
+# import and mapped-file tests, the 100,000-round soaks, and the generated
+# comparison docs/arrow-matrix.md.
+arrow: pybridges-lib $(VENV)/.installed
+	@echo "== dlarrow with pyarrow, NumPy and JAX (through the bridges' library)"
+	PYBRIDGES_LIB=$(PYBRIDGES_LIB) DLARROW_MATRIX=$(CURDIR)/docs/arrow-matrix.md \
 		$(VENV)/bin/python -m pytest -q -p no:cacheprovider dlarrow/python
 
 # The Rust dlpark crate as a peer: a C-ABI static library built by cargo
@@ -178,9 +182,9 @@ downstream:
 # Tensor files (package tensorfile) against the real NumPy and safetensors
 # of the pinned venv: files each writes read bit for bit by the other,
 # NumPy sharing a Go mapping through DLPack, and the safetensors example.
-files: $(VENV)/.installed
+files: pybridges-lib $(VENV)/.installed
 	@echo "== tensor files: NumPy and safetensors peers, examples/safetensors"
-	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
+	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python PYBRIDGES_LIB=$(PYBRIDGES_LIB) GO=$(GO) $(GO) test -count=1 -v -run 'Peers|NumPy' ./tensorfile 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit|Go mapping'
 	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) run ./examples/safetensors)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/safetensors did not end with nothing outstanding"; exit 1; }
 
@@ -205,6 +209,21 @@ cli: $(VENV)/.installed
 		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
 	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -race ./cmd/tensorfile
+# Arrow Flight (package dlflight) against pyarrow.flight of the pinned venv:
+# a pyarrow client of the Go server and a pyarrow server of the Go client,
+# over TLS with bearer tokens, every element type bit for bit; plain,
+# -race and cgocheck2 (the whole package: refusals, lying batches, hang-ups,
+# the loopback load test); then examples/flight, a Go server and a Python
+# client.
+FLIGHT_ENV := DLFLIGHT_PYTHON=$(CURDIR)/$(VENV)/bin/python
+flight: $(VENV)/.installed
+	@echo "== Arrow Flight: dlflight with pyarrow.flight (TLS, tokens), plain, race, cgocheck2"
+	$(FLIGHT_ENV) $(GO) test -count=1 -v -run Peers ./dlflight 2>&1 | grep -E '^(---|ok|FAIL|panic)|bit for bit'
+	$(FLIGHT_ENV) $(GO) test -count=1 ./dlflight
+	$(FLIGHT_ENV) $(GO) test -count=1 -race ./dlflight
+	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
+	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -3,8 +3,9 @@
 # the C floor, this library's paths, NumPy's and pyarrow's from_dlpack
 # round trips and the Rust dlpark crate's round trip; then tensor files
 # beside NumPy and safetensors, the GoMLX bridge beside GoMLX's own
-# copying paths, and the DLPack 1.3 C exchange API in Python against
-# __dlpack__ (bench/exchange_compare.py). Run it as `make
+# copying paths, the DLPack 1.3 C exchange API in Python against
+# __dlpack__ (bench/exchange_compare.py), and Arrow Flight (dlflight)
+# beside pyarrow.flight with the shared-file row. Run it as `make
 # compare`. It installs what it needs: a virtualenv with NumPy, pyarrow,
 # safetensors and tvm-ffi (.venv-bench), the dlpark crate, and the c-shared library of
 # examples/python.
@@ -117,3 +118,40 @@ echo
 echo "== the C exchange API against __dlpack__ (same objects, one process)" >&2
 GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPENBLAS_NUM_THREADS=1 \
 	.venv-bench/bin/python bench/exchange_compare.py
+
+# Arrow Flight (package dlflight) on loopback, against pyarrow.flight, and
+# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). A few
+# runs each (the best), bounded: 5 Go iterations per size, after a warm-up.
+echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm" >&2
+flgo=$(go test -run '^$' -bench '^Benchmark(FlightGet|Memcpy)$' -benchtime 5x ./dlflight)
+go build -o .build/flightserve ./bench/flightserve >&2
+shm=/dev/shm/dlflight-bench-$$.npy
+coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
+read -r flport <&"${FLIGHTSERVE[0]}"
+flpy=$(.venv-bench/bin/python bench/flight.py go "$flport"; .venv-bench/bin/python bench/flight.py shm "$shm" "$flport")
+exec {FLIGHTSERVE[1]}>&-
+wait "$FLIGHTSERVE_PID" || true
+rm -f "$shm"
+flpy+=$'\n'$(.venv-bench/bin/python bench/flight.py py)
+flgobps() { # benchmark -> bytes/s (best of the run)
+	echo "$flgo" | awk -v n="Benchmark$1-" 'index($1, n) == 1 { for (i = 2; i <= NF; i++) if ($(i + 1) == "MB/s") printf "%.0f\n", $i * 1e6 }' | sort -g | tail -1
+}
+flpys() { echo "$flpy" | awk -v n="$1" '$1 == n { print $2 }'; }
+echo
+echo "| float32 tensor | path | GB/s | × memcpy | × pyarrow→pyarrow |"
+echo "|---|---|---|---|---|"
+for size in 1MiB 64MiB 256MiB; do
+	bytes=$(( ${size%MiB} * 1048576 ))
+	mc=$(flgobps "Memcpy/$size")
+	pp=$(echo "$bytes / $(flpys "py-server/$size")" | bc -l)
+	flrow() { printf '| %s | %s | %.2f | %.3f | %.2f |\n' "$size" "$1" "$(echo "$2 / 1000000000" | bc -l)" "$(echo "$2 / $mc" | bc -l)" "$(echo "$2 / $pp" | bc -l)"; }
+	flrow "Go server → Go client (dlflight, one process)" "$(flgobps "FlightGet/$size")"
+	flrow "Go server → pyarrow.flight client" "$(echo "$bytes / $(flpys "go-server/$size")" | bc -l)"
+	flrow "pyarrow.flight server → pyarrow.flight client" "$pp"
+	flrow "memcpy of the same bytes (Go copy)" "$mc"
+done
+echo
+echo "| 256 MiB float32, Go wrote it, Python sums it | seconds (best of 3) |"
+echo "|---|---|"
+printf '| shared file: tensorfile.CreateNPY on /dev/shm, filled in place; np.load(mmap_mode="r").sum() | %.3f |\n' "$(flpys shm/file)"
+printf '| Flight: Go server → pyarrow.flight do_get + to_numpy_ndarray().sum() | %.3f |\n' "$(flpys shm/flight)"

@@ -172,7 +172,7 @@ func Wrap(obj uintptr) (*Object, error) {
 	case 2:
 		return nil, pythonError("__dlpack_device__")
 	case 3:
-		return nil, &ArgError{Arg: "__dlpack_device__()", Value: repr(obj), Type: true, Why: "must return a tuple (device_type, device_id) of ints"}
+		return nil, &ArgError{Arg: "__dlpack_device__()", Value: repr(obj), Exception: TypeError, Why: "must return a tuple (device_type, device_id) of ints"}
 	}
 	if typ < 1 || typ > math.MaxInt32 || id < 0 || id > math.MaxInt32 {
 		return nil, &ArgError{Arg: "__dlpack_device__()", Value: fmt.Sprintf("(%d, %d)", typ, id), Why: "device out of range"}

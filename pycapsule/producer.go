@@ -14,14 +14,36 @@ import (
 	"github.com/godlpack/dlpack"
 )
 
-// ArgError reports an argument of __dlpack__ that cannot be read. It
-// wraps ErrArgument; Raise turns it into a TypeError when Type is set (the
-// argument has the wrong Python type) and a ValueError otherwise.
+// Exception is a Python exception type: the one Raise sets for an error.
+type Exception int
+
+// The exceptions Raise sets. The zero Exception is ValueError.
+const (
+	ValueError Exception = iota
+	BufferError
+	TypeError
+	OverflowError
+	RuntimeError
+)
+
+var exceptionNames = [...]string{"ValueError", "BufferError", "TypeError", "OverflowError", "RuntimeError"}
+
+// String returns the exception's Python name.
+func (e Exception) String() string {
+	if e >= 0 && int(e) < len(exceptionNames) {
+		return exceptionNames[e]
+	}
+	return fmt.Sprintf("Exception(%d)", int(e))
+}
+
+// ArgError reports an argument of __dlpack__ that the array API does not
+// accept. It wraps ErrArgument; Raise turns it into its Exception (the
+// zero value, ValueError, for a value out of range).
 type ArgError struct {
-	Arg   string // "stream", "max_version", "dl_device" or "copy"
-	Value string // repr of the argument
-	Type  bool   // wrong type (TypeError) rather than wrong value (ValueError)
-	Why   string
+	Arg       string    // "stream", "max_version", "dl_device" or "copy"
+	Value     string    // repr of the argument
+	Exception Exception // what Raise sets: the type NumPy raises for the same argument
+	Why       string
 }
 
 // Error names the argument, its value and what was expected.
@@ -32,79 +54,106 @@ func (e *ArgError) Error() string {
 // Unwrap returns ErrArgument.
 func (e *ArgError) Unwrap() error { return ErrArgument }
 
-func argErr(arg string, obj uintptr, typ bool, why string) error {
-	return &ArgError{Arg: arg, Value: repr(obj), Type: typ, Why: why}
+func argErr(arg string, obj uintptr, exc Exception, why string) error {
+	return &ArgError{Arg: arg, Value: repr(obj), Exception: exc, Why: why}
 }
 
 // ParseRequest reads the four arguments of the array API's
 // __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
 // (borrowed references; a 0 argument is read as None) into a
-// dlpack.Request, for a producer whose own device is dev:
+// dlpack.Request, for a producer whose own device is dev. It accepts what
+// the array API names and nothing else; where NumPy's own __dlpack__
+// refuses an argument too, the refusal is the same exception type (NumPy
+// accepts more: any copy but a string, any minor version):
 //
-//   - max_version: None is a legacy request (the zero Version); a tuple
-//     (major, minor) of non-negative ints is the consumer's highest
-//     version (a major above 1 means a newer consumer, which reads 1.x;
-//     a major of 0 is a legacy request).
-//   - stream: None is no stream; an int is the consumer's stream, passed
-//     to the producer, except -1 for a CPU producer (PyTorch's "no
-//     synchronisation", which on the CPU means no stream).
-//   - dl_device: None is the producer's own device; a tuple (type, id) of
-//     ints is the device the consumer wants.
-//   - copy: None is dlpack.CopyIfNeeded; otherwise its truth value gives
-//     CopyAlways (True) or CopyNever (False).
+//   - max_version: None is a legacy request (the zero Version); otherwise
+//     a tuple (major, minor) of ints (TypeError for anything else,
+//     OverflowError beyond 64 bits), the consumer's highest version. A
+//     major above 1 means a newer consumer, which reads 1.x; a major
+//     below 1 is a legacy request, and a negative minor reads as 0.
+//   - stream: None is no stream. A producer on the CPU (or the zero
+//     Device) takes no other value, not even -1 (RuntimeError, as NumPy,
+//     pyarrow and JAX raise: the array API accepts only None on devices
+//     without streams). On another device the stream is an int (TypeError,
+//     OverflowError beyond 64 bits) of at least -1 ("no synchronisation"),
+//     and neither 0 on CUDA nor 1 or 2 on ROCm, values the array API
+//     disallows (ValueError); it is passed to the producer.
+//   - dl_device: None is the producer's own device; otherwise a tuple
+//     (device_type, device_id) of ints (TypeError for anything else,
+//     OverflowError beyond 32 bits), the device the consumer wants. A
+//     device type below 1 or a negative id is no device at all:
+//     BufferError, the array API's refusal of a device the producer
+//     cannot handle (as for any device other than its own, which the
+//     producer refuses).
+//   - copy: None is dlpack.CopyIfNeeded, True CopyAlways, False
+//     CopyNever; anything else, even a value with a truth value such as
+//     1 or numpy.True_, is a ValueError (NumPy raises ValueError for the
+//     strings it refuses).
 //
 // Writable is never set: the Python protocol has no way to ask for it.
-// Arguments of the wrong type are an *ArgError with Type set, values out
-// of range an *ArgError without; no Python exception is left pending.
+// A refused argument is an *ArgError naming it, with the exception Raise
+// sets; no Python exception is left pending.
 func ParseRequest(dev dlpack.Device, stream, maxVersion, dlDevice, copy uintptr) (dlpack.Request, error) {
 	var req dlpack.Request
 	if !isNone(maxVersion) {
 		var major, minor C.longlong
 		switch C.pycapsule_int_pair(C.uintptr_t(maxVersion), &major, &minor) {
 		case -1:
-			return req, argErr("max_version", maxVersion, true, "must be None or a tuple (major, minor)")
+			return req, argErr("max_version", maxVersion, TypeError, "must be None or a tuple (major, minor)")
 		case -2:
-			return req, argErr("max_version", maxVersion, true, "major and minor must be ints")
+			return req, argErr("max_version", maxVersion, TypeError, "major and minor must be ints")
+		case -3:
+			return req, argErr("max_version", maxVersion, OverflowError, "major and minor must fit 64 bits")
 		}
-		if major < 0 || minor < 0 {
-			return req, argErr("max_version", maxVersion, false, "major and minor must not be negative")
-		}
-		req.MaxVersion = dlpack.Version{Major: clampU32(major), Minor: clampU32(minor)}
-		if req.MaxVersion.Major == 0 {
-			req.MaxVersion = dlpack.Version{}
+		if major >= 1 {
+			req.MaxVersion = dlpack.Version{Major: clampU32(major), Minor: clampU32(max(minor, 0))}
 		}
 	}
 	if !isNone(stream) {
+		if dev.Type == dlpack.CPU || dev == (dlpack.Device{}) {
+			return req, argErr("stream", stream, RuntimeError, "a CPU tensor takes only stream=None")
+		}
 		var s C.longlong
-		if C.pycapsule_int(C.uintptr_t(stream), &s) != 0 {
-			return req, argErr("stream", stream, true, "must be None or an int")
+		switch C.pycapsule_int(C.uintptr_t(stream), &s) {
+		case -1:
+			return req, argErr("stream", stream, TypeError, "must be None or an int")
+		case -2:
+			return req, argErr("stream", stream, OverflowError, "must fit 64 bits")
 		}
-		cpu := dev.Type == dlpack.CPU || dev == dlpack.Device{}
-		if !(s == -1 && cpu) {
-			req.Stream, req.HasStream = int64(s), true
+		switch {
+		case s < -1:
+			return req, argErr("stream", stream, ValueError, "must be at least -1")
+		case s == 0 && dev.Type == dlpack.CUDA:
+			return req, argErr("stream", stream, ValueError, "0 is ambiguous on CUDA: use 1 for the legacy default stream, 2 for the per-thread one")
+		case (s == 1 || s == 2) && dev.Type == dlpack.ROCM:
+			return req, argErr("stream", stream, ValueError, "1 and 2 are not ROCm streams: use 0 for the default stream")
 		}
+		req.Stream, req.HasStream = int64(s), true
 	}
 	if !isNone(dlDevice) {
 		var typ, id C.longlong
-		switch C.pycapsule_int_pair(C.uintptr_t(dlDevice), &typ, &id) {
-		case -1:
-			return req, argErr("dl_device", dlDevice, true, "must be None or a tuple (device_type, device_id)")
-		case -2:
-			return req, argErr("dl_device", dlDevice, true, "device_type and device_id must be ints")
+		r := C.pycapsule_int_pair(C.uintptr_t(dlDevice), &typ, &id)
+		switch {
+		case r == -1:
+			return req, argErr("dl_device", dlDevice, TypeError, "must be None or a tuple (device_type, device_id)")
+		case r == -2:
+			return req, argErr("dl_device", dlDevice, TypeError, "device_type and device_id must be ints")
+		case r == -3, typ < math.MinInt32, typ > math.MaxInt32, id < math.MinInt32, id > math.MaxInt32:
+			return req, argErr("dl_device", dlDevice, OverflowError, "device_type and device_id must fit 32 bits")
 		}
-		if typ < 1 || typ > math.MaxInt32 || id < 0 || id > math.MaxInt32 {
-			return req, argErr("dl_device", dlDevice, false, "device_type must be in [1, 2^31) and device_id in [0, 2^31)")
+		if typ < 1 || id < 0 {
+			return req, argErr("dl_device", dlDevice, BufferError, "no such device: device_type must be at least 1 and device_id at least 0")
 		}
 		req.Device = dlpack.Device{Type: dlpack.DeviceType(typ), ID: int32(id)}
 	}
 	if !isNone(copy) {
-		switch C.pycapsule_truth(C.uintptr_t(copy)) {
+		switch C.pycapsule_bool(C.uintptr_t(copy)) {
 		case 1:
 			req.Copy = dlpack.CopyAlways
 		case 0:
 			req.Copy = dlpack.CopyNever
 		default:
-			return req, argErr("copy", copy, true, "must be None, True or False")
+			return req, argErr("copy", copy, ValueError, "must be True, False or None")
 		}
 	}
 	return req, nil

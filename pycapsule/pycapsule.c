@@ -43,10 +43,14 @@ static PyObj (*p_LongFromLongLong)(long long);
 static long long (*p_LongAsLongLong)(PyObj);
 static PyObj (*p_BoolFromLong)(long);
 static PyObj p_None;
+static PyObj p_True;
+static PyObj p_False;
 static PyObj p_TupleType;
 static PyObj* p_BufferError;
 static PyObj* p_ValueError;
 static PyObj* p_TypeError;
+static PyObj* p_OverflowError;
+static PyObj* p_RuntimeError;
 
 static const char NAME_V[] = "dltensor_versioned";
 static const char NAME_L[] = "dltensor";
@@ -88,10 +92,14 @@ int pycapsule_init(void) {
 	R(p_LongAsLongLong, "PyLong_AsLongLong");
 	R(p_BoolFromLong, "PyBool_FromLong");
 	R(p_None, "_Py_NoneStruct");
+	R(p_True, "_Py_TrueStruct");
+	R(p_False, "_Py_FalseStruct");
 	R(p_TupleType, "PyTuple_Type");
 	R(p_BufferError, "PyExc_BufferError");
 	R(p_ValueError, "PyExc_ValueError");
 	R(p_TypeError, "PyExc_TypeError");
+	R(p_OverflowError, "PyExc_OverflowError");
+	R(p_RuntimeError, "PyExc_RuntimeError");
 	R(p_New, "PyCapsule_New");
 #undef R
 	return 0;
@@ -160,7 +168,21 @@ void* pycapsule_consume(uintptr_t capsule, int* versioned, int* err) {
 }
 
 void pycapsule_set_error(int kind, const char* msg) {
-	PyObj* exc = kind == PYCAPSULE_BUFFER_ERROR ? p_BufferError : kind == PYCAPSULE_TYPE_ERROR ? p_TypeError : p_ValueError;
+	PyObj* exc = p_ValueError;
+	switch (kind) {
+	case PYCAPSULE_BUFFER_ERROR:
+		exc = p_BufferError;
+		break;
+	case PYCAPSULE_TYPE_ERROR:
+		exc = p_TypeError;
+		break;
+	case PYCAPSULE_OVERFLOW_ERROR:
+		exc = p_OverflowError;
+		break;
+	case PYCAPSULE_RUNTIME_ERROR:
+		exc = p_RuntimeError;
+		break;
+	}
 	p_SetString(*exc, msg);
 }
 
@@ -217,21 +239,22 @@ void pycapsule_repr(uintptr_t obj, char* buf, size_t n) {
 
 int pycapsule_is_none(uintptr_t obj) { return (PyObj)obj == p_None; }
 
-// Reads a Python int (anything with __index__); 0 on success, -1 (no
-// exception left) if obj is not one or does not fit a long long.
+// Reads a Python int (anything with __index__); 0 on success, -1 if obj
+// is not one, -2 if it does not fit a long long. No exception is left.
 int pycapsule_int(uintptr_t obj, long long* out) {
 	long long x = p_LongAsLongLong((PyObj)obj);
 	if (x == -1 && p_Occurred() != NULL) {
+		int overflow = p_ExceptionMatches(*p_OverflowError);
 		p_Clear();
-		return -1;
+		return overflow ? -2 : -1;
 	}
 	*out = x;
 	return 0;
 }
 
 // Reads a tuple of two ints. Returns 0 on success; -1 if obj is not a
-// tuple of two elements, -2 if an element is not an int (or too large for
-// a long long). No exception is left.
+// tuple of two elements, -2 if an element is not an int, -3 if one does
+// not fit a long long. No exception is left.
 int pycapsule_int_pair(uintptr_t obj, long long* a, long long* b) {
 	PyObj o = (PyObj)obj;
 	int r = p_IsInstance(o, p_TupleType);
@@ -241,19 +264,22 @@ int pycapsule_int_pair(uintptr_t obj, long long* a, long long* b) {
 	if (r != 1 || p_TupleSize(o) != 2) {
 		return -1;
 	}
-	if (pycapsule_int((uintptr_t)p_TupleGetItem(o, 0), a) != 0 || pycapsule_int((uintptr_t)p_TupleGetItem(o, 1), b) != 0) {
+	int ra = pycapsule_int((uintptr_t)p_TupleGetItem(o, 0), a);
+	int rb = ra == 0 ? pycapsule_int((uintptr_t)p_TupleGetItem(o, 1), b) : 0;
+	if (ra == -1 || rb == -1) {
 		return -2;
+	}
+	if (ra == -2 || rb == -2) {
+		return -3;
 	}
 	return 0;
 }
 
-// bool(obj): 1, 0, or -1 (no exception left).
-int pycapsule_truth(uintptr_t obj) {
-	int r = p_IsTrue((PyObj)obj);
-	if (r < 0) {
-		p_Clear();
-	}
-	return r;
+// 1 for True, 0 for False, -1 for anything else (even a value with a
+// truth value: the array API's copy is a bool).
+int pycapsule_bool(uintptr_t obj) {
+	PyObj o = (PyObj)obj;
+	return o == p_True ? 1 : o == p_False ? 0 : -1;
 }
 
 static PyObj pair(long long a, long long b) {

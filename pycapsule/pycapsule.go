@@ -128,11 +128,11 @@ func setError(kind int, msg string) {
 
 // Raise sets the Python exception that the array API expects for err, for
 // a function about to return failure to Python: none if err wraps
-// ErrPython (Python's own exception is already pending), TypeError or
-// ValueError for an *ArgError (as its Type says), ValueError for a capsule
-// that cannot be consumed (ErrNotCapsule, ErrRename), TypeError for an
-// object without __dlpack__ (ErrNoDLPack), and BufferError for everything
-// else: what a producer cannot give or a consumer cannot take.
+// ErrPython (Python's own exception is already pending), an *ArgError's
+// Exception, ValueError for a capsule that cannot be consumed
+// (ErrNotCapsule, ErrRename), TypeError for an object without __dlpack__
+// (ErrNoDLPack), and BufferError for everything else: what a producer
+// cannot give or a consumer cannot take.
 func Raise(err error) {
 	var ae *ArgError
 	switch {
@@ -140,9 +140,9 @@ func Raise(err error) {
 		return
 	case errors.Is(err, ErrPython) && C.pycapsule_error_pending() != 0:
 		return
-	case errors.As(err, &ae) && ae.Type:
-		setError(C.PYCAPSULE_TYPE_ERROR, err.Error())
-	case errors.As(err, &ae), errors.Is(err, ErrNotCapsule), errors.Is(err, ErrRename):
+	case errors.As(err, &ae):
+		setError(int(ae.Exception), err.Error())
+	case errors.Is(err, ErrNotCapsule), errors.Is(err, ErrRename):
 		setError(C.PYCAPSULE_VALUE_ERROR, err.Error())
 	case errors.Is(err, ErrNoDLPack):
 		setError(C.PYCAPSULE_TYPE_ERROR, err.Error())

@@ -4,7 +4,13 @@
 #include <stdint.h>
 #include "dlpack/dlpack.h"
 
-enum { PYCAPSULE_VALUE_ERROR = 0, PYCAPSULE_BUFFER_ERROR = 1, PYCAPSULE_TYPE_ERROR = 2 };
+enum {
+	PYCAPSULE_VALUE_ERROR = 0,
+	PYCAPSULE_BUFFER_ERROR = 1,
+	PYCAPSULE_TYPE_ERROR = 2,
+	PYCAPSULE_OVERFLOW_ERROR = 3,
+	PYCAPSULE_RUNTIME_ERROR = 4,
+};
 
 // The keywords of a __dlpack__ call: stream if has_stream, max_version if
 // major >= 1, dl_device if has_device, copy if copy >= 0.
@@ -31,7 +37,7 @@ void pycapsule_repr(uintptr_t obj, char* buf, size_t n);
 int pycapsule_is_none(uintptr_t obj);
 int pycapsule_int(uintptr_t obj, long long* out);
 int pycapsule_int_pair(uintptr_t obj, long long* a, long long* b);
-int pycapsule_truth(uintptr_t obj);
+int pycapsule_bool(uintptr_t obj);
 uintptr_t pycapsule_pair(long long a, long long b);
 uintptr_t pycapsule_call_dlpack(uintptr_t obj, const pycapsule_args* a, int* state);
 int pycapsule_call_device(uintptr_t obj, long long* type, long long* id);

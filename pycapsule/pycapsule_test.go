@@ -149,6 +149,7 @@ func TestInitNeedsPython(t *testing.T) {
 func TestParseRequest(t *testing.T) {
 	py(t, func(p *session) {
 		cuda := dlpack.Device{Type: dlpack.CUDA}
+		rocm := dlpack.Device{Type: dlpack.ROCM}
 		for _, c := range []struct {
 			dev                              dlpack.Device
 			stream, maxVersion, device, copy string
@@ -157,13 +158,17 @@ func TestParseRequest(t *testing.T) {
 			{dlpack.CPUDevice, "None", "None", "None", "None", dlpack.Request{}},
 			{dlpack.CPUDevice, "None", "(1, 3)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1, Minor: 3}}},
 			{dlpack.CPUDevice, "None", "(0, 8)", "None", "None", dlpack.Request{}},
+			{dlpack.CPUDevice, "None", "(-1, 0)", "None", "None", dlpack.Request{}},
+			{dlpack.CPUDevice, "None", "(1, -1)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1}}},
+			{dlpack.CPUDevice, "None", "(True, np.int64(2))", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1, Minor: 2}}},
 			{dlpack.CPUDevice, "None", "(2**40, 0)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1<<32 - 1}}},
-			{dlpack.CPUDevice, "-1", "None", "None", "None", dlpack.Request{}},
-			{dlpack.CPUDevice, "5", "None", "None", "None", dlpack.Request{Stream: 5, HasStream: true}},
 			{cuda, "-1", "None", "None", "None", dlpack.Request{Stream: -1, HasStream: true}},
+			{cuda, "1", "None", "None", "None", dlpack.Request{Stream: 1, HasStream: true}},
+			{cuda, "2**62", "None", "None", "None", dlpack.Request{Stream: 1 << 62, HasStream: true}},
+			{rocm, "0", "None", "None", "None", dlpack.Request{Stream: 0, HasStream: true}},
 			{cuda, "None", "None", "(2, 1)", "True", dlpack.Request{Device: dlpack.Device{Type: dlpack.CUDA, ID: 1}, Copy: dlpack.CopyAlways}},
 			{dlpack.CPUDevice, "None", "None", "(1, 0)", "False", dlpack.Request{Device: dlpack.CPUDevice, Copy: dlpack.CopyNever}},
-			{dlpack.CPUDevice, "None", "None", "None", "np.bool_(True)", dlpack.Request{Copy: dlpack.CopyAlways}},
+			{dlpack.CPUDevice, "None", "None", "(2, 2**31 - 1)", "None", dlpack.Request{Device: dlpack.Device{Type: dlpack.CUDA, ID: 1<<31 - 1}}},
 		} {
 			got, err := pycapsule.ParseRequest(c.dev, p.eval(c.stream), p.eval(c.maxVersion), p.eval(c.device), p.eval(c.copy))
 			if err != nil || got != c.want {
@@ -173,31 +178,57 @@ func TestParseRequest(t *testing.T) {
 		if got, err := pycapsule.ParseRequest(dlpack.CPUDevice, 0, 0, 0, 0); err != nil || got != (dlpack.Request{}) {
 			t.Errorf("NULL arguments read as None: %+v, %v", got, err)
 		}
+		p.exec("class Bad:\n    def __bool__(self): raise RuntimeError('no truth')\n    def __index__(self): raise RuntimeError('no index')")
 		for _, c := range []struct {
+			dev        dlpack.Device
 			arg, value string
-			typeErr    bool
+			exc        pycapsule.Exception
 		}{
-			{"max_version", "1", true}, {"max_version", "(1,)", true}, {"max_version", "('1', '3')", true},
-			{"max_version", "(-1, 0)", false}, {"max_version", "(1, 2**70)", true},
-			{"dl_device", "'cpu'", true}, {"dl_device", "(1, 0, 0)", true}, {"dl_device", "(0, 0)", false},
-			{"dl_device", "(1, -1)", false}, {"dl_device", "(2**31, 0)", false},
-			{"stream", "'s'", true}, {"stream", "2**70", true}, {"stream", "1.5", true},
+			{dlpack.CPUDevice, "max_version", "1", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "[1, 3]", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "(1,)", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "('1', '3')", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "(1.0, 3)", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "(Bad(), 3)", pycapsule.TypeError},
+			{dlpack.CPUDevice, "max_version", "(1, 2**70)", pycapsule.OverflowError},
+			{dlpack.CPUDevice, "dl_device", "'cpu'", pycapsule.TypeError},
+			{dlpack.CPUDevice, "dl_device", "[1, 0]", pycapsule.TypeError},
+			{dlpack.CPUDevice, "dl_device", "(1, 0, 0)", pycapsule.TypeError},
+			{dlpack.CPUDevice, "dl_device", "(1.0, 0)", pycapsule.TypeError},
+			{dlpack.CPUDevice, "dl_device", "(0, 0)", pycapsule.BufferError},
+			{dlpack.CPUDevice, "dl_device", "(-1, 0)", pycapsule.BufferError},
+			{dlpack.CPUDevice, "dl_device", "(1, -1)", pycapsule.BufferError},
+			{dlpack.CPUDevice, "dl_device", "(2**31, 0)", pycapsule.OverflowError},
+			{dlpack.CPUDevice, "dl_device", "(1, -2**31 - 1)", pycapsule.OverflowError},
+			{dlpack.CPUDevice, "dl_device", "(1, 2**70)", pycapsule.OverflowError},
+			{dlpack.CPUDevice, "stream", "-1", pycapsule.RuntimeError},
+			{dlpack.CPUDevice, "stream", "0", pycapsule.RuntimeError},
+			{dlpack.CPUDevice, "stream", "'s'", pycapsule.RuntimeError},
+			{dlpack.Device{}, "stream", "5", pycapsule.RuntimeError},
+			{cuda, "stream", "'s'", pycapsule.TypeError},
+			{cuda, "stream", "1.5", pycapsule.TypeError},
+			{cuda, "stream", "2**70", pycapsule.OverflowError},
+			{cuda, "stream", "-2", pycapsule.ValueError},
+			{cuda, "stream", "0", pycapsule.ValueError},
+			{rocm, "stream", "1", pycapsule.ValueError},
+			{rocm, "stream", "2", pycapsule.ValueError},
+			{dlpack.CPUDevice, "copy", "'yes'", pycapsule.ValueError},
+			{dlpack.CPUDevice, "copy", "1", pycapsule.ValueError},
+			{dlpack.CPUDevice, "copy", "0", pycapsule.ValueError},
+			{dlpack.CPUDevice, "copy", "np.True_", pycapsule.ValueError},
+			{dlpack.CPUDevice, "copy", "Bad()", pycapsule.ValueError},
 		} {
-			args := map[string]uintptr{"stream": p.eval("None"), "max_version": p.eval("None"), "dl_device": p.eval("None")}
+			args := map[string]uintptr{"stream": p.eval("None"), "max_version": p.eval("None"), "dl_device": p.eval("None"), "copy": p.eval("None")}
 			args[c.arg] = p.eval(c.value)
-			_, err := pycapsule.ParseRequest(dlpack.CPUDevice, args["stream"], args["max_version"], args["dl_device"], p.eval("None"))
+			_, err := pycapsule.ParseRequest(c.dev, args["stream"], args["max_version"], args["dl_device"], args["copy"])
 			var ae *pycapsule.ArgError
-			if !errors.As(err, &ae) || !errors.Is(err, pycapsule.ErrArgument) || ae.Arg != c.arg || ae.Type != c.typeErr ||
-				!strings.Contains(err.Error(), c.arg) {
-				t.Errorf("%s=%s: %v (%+v); want an ArgError naming it, type error %v", c.arg, c.value, err, ae, c.typeErr)
+			if !errors.As(err, &ae) || !errors.Is(err, pycapsule.ErrArgument) || ae.Arg != c.arg || ae.Exception != c.exc ||
+				!strings.Contains(err.Error(), c.arg+" = ") {
+				t.Errorf("%v %s=%s: %v (%+v); want an ArgError naming it, %v", c.dev, c.arg, c.value, err, ae, c.exc)
 			}
 			if pyembed.Pending() {
 				t.Errorf("%s=%s: exception left pending: %s", c.arg, c.value, pyembed.TakeError())
 			}
-		}
-		p.exec("class Bad:\n    def __bool__(self): raise RuntimeError('no truth')")
-		if _, err := pycapsule.ParseRequest(dlpack.CPUDevice, 0, 0, 0, p.eval("Bad()")); !errors.Is(err, pycapsule.ErrArgument) || pyembed.Pending() {
-			t.Errorf("copy=Bad(): %v", err)
 		}
 	})
 }
@@ -262,11 +293,14 @@ func TestDLPackRefusals(t *testing.T) {
 			stream, maxVersion, device, copy string
 			want                             string
 		}{
-			{"1", "(1, 3)", "None", "None", "BufferError: dlpack: producer cannot honour the request: request.stream"},
+			{"1", "(1, 3)", "None", "None", "RuntimeError: pycapsule: invalid __dlpack__ argument: stream = 1"},
+			{"None", "(1, 3)", "(0, 0)", "None", "BufferError: pycapsule: invalid __dlpack__ argument: dl_device = (0, 0)"},
+			{"None", "(1, 3)", "(1, 2**31)", "None", "OverflowError: pycapsule: invalid __dlpack__ argument: dl_device = (1, 2147483648)"},
+			{"None", "(1, 3)", "None", "'yes'", "ValueError: pycapsule: invalid __dlpack__ argument: copy = 'yes'"},
 			{"None", "(1, 3)", "(2, 0)", "None", "BufferError: dlpack: invalid device: request.device"},
 			{"None", "None", "None", "False", "BufferError: dlpack: tensor is read-only"},
 			{"None", "'x'", "None", "None", "TypeError: pycapsule: invalid __dlpack__ argument: max_version = 'x'"},
-			{"None", "(1, -3)", "None", "None", "ValueError: pycapsule: invalid __dlpack__ argument: max_version = (1, -3)"},
+			{"None", "(1, 2**64)", "None", "None", "OverflowError: pycapsule: invalid __dlpack__ argument: max_version = (1, 18446744073709551616)"},
 		} {
 			c0 := dlpack.Outstanding()
 			got := pycapsule.DLPack(a, p.eval(c.stream), p.eval(c.maxVersion), p.eval(c.device), p.eval(c.copy))
@@ -297,8 +331,11 @@ func TestRaise(t *testing.T) {
 			err  error
 			want string
 		}{
-			{&pycapsule.ArgError{Arg: "copy", Value: "x", Type: true}, "TypeError"},
+			{&pycapsule.ArgError{Arg: "copy", Value: "x", Exception: pycapsule.TypeError}, "TypeError"},
 			{&pycapsule.ArgError{Arg: "stream", Value: "0"}, "ValueError"},
+			{&pycapsule.ArgError{Arg: "stream", Value: "0", Exception: pycapsule.RuntimeError}, "RuntimeError"},
+			{fmt.Errorf("wrapped: %w", &pycapsule.ArgError{Arg: "dl_device", Exception: pycapsule.OverflowError}), "OverflowError"},
+			{&pycapsule.ArgError{Arg: "dl_device", Exception: pycapsule.BufferError}, "BufferError"},
 			{pycapsule.ErrNotCapsule, "ValueError"},
 			{fmt.Errorf("wrapped: %w", pycapsule.ErrNoDLPack), "TypeError"},
 			{dlpack.ErrReadOnly, "BufferError"},
@@ -308,6 +345,15 @@ func TestRaise(t *testing.T) {
 			if e := raised(t); !strings.HasPrefix(e, c.want+": ") {
 				t.Errorf("Raise(%v): %s, want %s", c.err, e, c.want)
 			}
+		}
+		for e := pycapsule.ValueError; e <= pycapsule.RuntimeError; e++ {
+			pycapsule.Raise(&pycapsule.ArgError{Arg: "copy", Exception: e})
+			if got := raised(t); !strings.HasPrefix(got, e.String()+": ") {
+				t.Errorf("Raise(ArgError{Exception: %v}): %s", e, got)
+			}
+		}
+		if s := pycapsule.Exception(9).String(); s != "Exception(9)" {
+			t.Errorf("Exception(9).String() = %q", s)
 		}
 		pycapsule.Raise(nil)
 		if pyembed.Pending() {
@@ -454,7 +500,7 @@ func TestWrap(t *testing.T) {
 		}
 		p.exec("class BadDevice:\n    def __dlpack_device__(self): return 'cpu'")
 		var ae *pycapsule.ArgError
-		if _, err := pycapsule.Wrap(p.eval("BadDevice()")); !errors.As(err, &ae) || !ae.Type {
+		if _, err := pycapsule.Wrap(p.eval("BadDevice()")); !errors.As(err, &ae) || ae.Exception != pycapsule.TypeError {
 			t.Errorf("a bad __dlpack_device__: %v", err)
 		}
 	})

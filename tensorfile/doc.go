@@ -67,6 +67,14 @@
 // implementation does (decreasing item size, then name; header padded
 // with spaces to 8 bytes).
 //
+// # Shared with other processes: CreateSafetensors, CreateNPY
+//
+// CreateSafetensors and CreateNPY create a file of given names, dtypes and
+// shapes and open it mapped read-write (shared): its tensors are writable
+// producers that Go fills in place, and another process that maps the
+// file (safetensors.safe_open, numpy.load(mmap_mode="r"), OpenSafetensors)
+// sees the same pages, with no copy and no socket.
+//
 // # Bad files
 //
 // Every malformed file is an error wrapping one of ErrFormat,

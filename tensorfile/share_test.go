@@ -14,16 +14,20 @@ import (
 // mapping (its arrays lie inside the range Go reports), read-only or
 // read-write (a write through NumPy reaches the file); the mapping stays
 // until the last array is gone and is then unmapped. NumPy runs in a
-// Python process that loads this package as a c-shared library.
+// Python process that loads this package in the bridges' c-shared
+// library (internal/libpybridges).
 func TestNumPySharesTheMapping(t *testing.T) {
 	py := python(t)
-	lib := filepath.Join(t.TempDir(), "libtensorfile.so")
-	gobin := os.Getenv("GO") // the go command that runs the tests (make sets GO)
-	if gobin == "" {
-		gobin = "go"
-	}
-	if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "./internal/libtensorfile").CombinedOutput(); err != nil {
-		t.Fatalf("building the c-shared library: %v\n%s", err, out)
+	lib := os.Getenv("PYBRIDGES_LIB") // built by make once for every bridge's tests
+	if lib == "" {
+		lib = filepath.Join(t.TempDir(), "libpybridges.so")
+		gobin := os.Getenv("GO") // the go command that runs the tests (make sets GO)
+		if gobin == "" {
+			gobin = "go"
+		}
+		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "../internal/libpybridges").CombinedOutput(); err != nil {
+			t.Fatalf("building the c-shared library: %v\n%s", err, out)
+		}
 	}
 	out, err := exec.Command(py, "testdata/share.py", lib, t.TempDir()).CombinedOutput()
 	if err != nil {

@@ -1,5 +1,6 @@
-"""Package dlarrow inside Python, through libdlarrow (a C shared library
-built from Go): GoArrow holds an Arrow array in Go (a pyarrow array moved
+"""Package dlarrow inside Python, through libpybridges (the C shared
+library built from Go for the bridges' Python tests, ./internal/libpybridges,
+at $PYBRIDGES_LIB): GoArrow holds an Arrow array in Go (a pyarrow array moved
 over the Arrow C Data Interface, or one Go built) and implements the DLPack
 protocol, so numpy.from_dlpack and jax.numpy.from_dlpack take it.
 to_arrow hands any DLPack producer to Go and brings back the pyarrow
@@ -9,8 +10,8 @@ import os
 
 import pyarrow as pa
 
-_lib = ctypes.PyDLL(os.environ["DLARROW_LIB"])
-_lib.dlarrow_init.restype = ctypes.c_int
+_lib = ctypes.PyDLL(os.environ["PYBRIDGES_LIB"])
+_lib.pybridges_init.restype = ctypes.c_int
 _lib.dlarrow_import_c.restype = ctypes.c_int64
 _lib.dlarrow_import_c.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
 _lib.dlarrow_arange.restype = ctypes.c_int64
@@ -19,17 +20,17 @@ _lib.dlarrow_open_file.restype = ctypes.c_int64
 _lib.dlarrow_open_file.argtypes = [ctypes.c_char_p]
 _lib.dlarrow_file_column.restype = ctypes.c_int64
 _lib.dlarrow_file_column.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
-_lib.dlarrow_free.argtypes = [ctypes.c_int64]
+_lib.pybridges_free.argtypes = [ctypes.c_int64]
 _lib.dlarrow_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
 _lib.dlarrow_dlpack.argtypes = [ctypes.c_int64] + [ctypes.py_object] * 4
 _lib.dlarrow_unit.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
 _lib.dlarrow_to_arrow.restype = ctypes.c_int
 _lib.dlarrow_to_arrow.argtypes = [ctypes.py_object, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
-_lib.dlarrow_outstanding.restype = ctypes.c_int64
-_lib.dlarrow_live.restype = ctypes.c_int64
-_lib.dlarrow_go_heap.restype = ctypes.c_int64
-if _lib.dlarrow_init() != 0:
-    raise ImportError("libdlarrow: CPython C API not found in this process")
+_lib.pybridges_outstanding.restype = ctypes.c_int64
+_lib.pybridges_live.restype = ctypes.c_int64
+_lib.pybridges_go_heap.restype = ctypes.c_int64
+if _lib.pybridges_init() != 0:
+    raise ImportError("libpybridges: CPython C API not found in this process")
 
 KDLCPU = 1
 ARROW_ARRAY_SIZE = 80   # struct ArrowArray: 10 words
@@ -60,7 +61,7 @@ class GoArrow:
 
     def __del__(self):
         if self._id > 0:
-            _lib.dlarrow_free(self._id)
+            _lib.pybridges_free(self._id)
 
     @property
     def unit(self):
@@ -87,7 +88,7 @@ class MappedFile:
 
     def close(self):
         if self._id > 0:
-            _lib.dlarrow_free(self._id)
+            _lib.pybridges_free(self._id)
             self._id = -1
 
     __del__ = close
@@ -109,14 +110,14 @@ def to_arrow(obj, copy=False):
 
 def outstanding():
     """Go exports not yet released by their consumers."""
-    return _lib.dlarrow_outstanding()
+    return _lib.pybridges_outstanding()
 
 
 def live():
     """Go objects Python still refers to."""
-    return _lib.dlarrow_live()
+    return _lib.pybridges_live()
 
 
 def go_heap():
     """The Go heap in use in bytes, after a GC."""
-    return _lib.dlarrow_go_heap()
+    return _lib.pybridges_go_heap()

@@ -1,6 +1,7 @@
 """A PNG file decoded by Go's image/png and handed to NumPy without a copy,
 then a NumPy array handed to Go as an image and encoded by Go. Run with
-`make images` (it builds libgoimage and sets GOIMAGE_LIB)."""
+`make images` (it builds the bridges' library, ./internal/libpybridges,
+and sets PYBRIDGES_LIB)."""
 import gc
 import os
 import tempfile

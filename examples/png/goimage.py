@@ -1,5 +1,7 @@
 """PNG files decoded and encoded by Go's image/png, exchanged with NumPy
-through DLPack and libgoimage (a C shared library built from Go).
+through DLPack and libpybridges (the C shared library built from Go for
+the bridges' Python tests, ./internal/libpybridges; $PYBRIDGES_LIB, by
+default .build/libpybridges.so at the top of the repository).
 
     img = goimage.load("photo.png")        # decoded by Go
     a = np.from_dlpack(img.pixels())        # the Go image's memory, no copy
@@ -8,23 +10,23 @@ through DLPack and libgoimage (a C shared library built from Go).
 import ctypes
 import os
 
-_lib = ctypes.PyDLL(os.environ.get("GOIMAGE_LIB", os.path.join(os.path.dirname(__file__), "libgoimage.so")))
-_lib.goimage_init.restype = ctypes.c_int
-_lib.goimage_load.restype = ctypes.c_int64
-_lib.goimage_load.argtypes = [ctypes.c_char_p]
-_lib.goimage_sub.restype = ctypes.c_int64
-_lib.goimage_sub.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 4
-_lib.goimage_type.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
-_lib.goimage_pixel_addr.restype = ctypes.c_size_t
-_lib.goimage_pixel_addr.argtypes = [ctypes.c_int64]
-_lib.goimage_free.argtypes = [ctypes.c_int64]
-_lib.goimage_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
-_lib.goimage_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
-_lib.goimage_encode.restype = ctypes.c_int
-_lib.goimage_encode.argtypes = [ctypes.py_object, ctypes.c_int, ctypes.c_char_p]
-_lib.goimage_outstanding.restype = ctypes.c_int64
-if _lib.goimage_init() != 0:
-    raise ImportError("libgoimage: CPython C API not found in this process")
+_lib = ctypes.PyDLL(os.environ.get("PYBRIDGES_LIB", os.path.join(os.path.dirname(__file__), "..", "..", ".build", "libpybridges.so")))
+_lib.pybridges_init.restype = ctypes.c_int
+_lib.dlimage_load.restype = ctypes.c_int64
+_lib.dlimage_load.argtypes = [ctypes.c_char_p]
+_lib.dlimage_sub.restype = ctypes.c_int64
+_lib.dlimage_sub.argtypes = [ctypes.c_int64] + [ctypes.c_int] * 4
+_lib.dlimage_type.argtypes = [ctypes.c_int64, ctypes.c_char_p, ctypes.c_int]
+_lib.dlimage_pixel_addr.restype = ctypes.c_size_t
+_lib.dlimage_pixel_addr.argtypes = [ctypes.c_int64]
+_lib.pybridges_free.argtypes = [ctypes.c_int64]
+_lib.dlimage_dlpack.restype = ctypes.py_object  # a new reference, or NULL with an exception set
+_lib.dlimage_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
+_lib.dlimage_encode.restype = ctypes.c_int
+_lib.dlimage_encode.argtypes = [ctypes.py_object, ctypes.c_int, ctypes.c_char_p]
+_lib.pybridges_outstanding.restype = ctypes.c_int64
+if _lib.pybridges_init() != 0:
+    raise ImportError("libpybridges: CPython C API not found in this process")
 
 KDLCPU = 1
 PIXELS, COPY16, PALETTE, Y, CB, CR = range(6)
@@ -41,7 +43,7 @@ class Export:
         return (KDLCPU, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return _lib.goimage_dlpack(self._image._id, self._what, stream, max_version, dl_device, copy)
+        return _lib.dlimage_dlpack(self._image._id, self._what, stream, max_version, dl_device, copy)
 
 
 class Image:
@@ -51,22 +53,22 @@ class Image:
         self._id = id_
 
     def __del__(self):
-        _lib.goimage_free(self._id)
+        _lib.pybridges_free(self._id)
 
     @property
     def go_type(self):
         buf = ctypes.create_string_buffer(64)
-        _lib.goimage_type(self._id, buf, 64)
+        _lib.dlimage_type(self._id, buf, 64)
         return buf.value.decode()
 
     @property
     def pixel_address(self):
         """Address of the first sample, as Go sees it."""
-        return _lib.goimage_pixel_addr(self._id)
+        return _lib.dlimage_pixel_addr(self._id)
 
     def sub_image(self, x0, y0, x1, y1):
         """img.SubImage(image.Rect(x0, y0, x1, y1)): shares the pixels."""
-        return Image(_lib.goimage_sub(self._id, x0, y0, x1, y1))
+        return Image(_lib.dlimage_sub(self._id, x0, y0, x1, y1))
 
     def pixels(self):
         """The 8-bit samples, zero copy (dlimage.FromImage)."""
@@ -87,7 +89,7 @@ class Image:
 
 def load(path):
     """Decodes a PNG file with Go's image/png."""
-    return Image(_lib.goimage_load(os.fsencode(path)))
+    return Image(_lib.dlimage_load(os.fsencode(path)))
 
 
 GRAY, NRGBA, RGBA, COPY_HWC, COPY_CHW, COPY_GRAY = range(6)
@@ -99,14 +101,14 @@ def encode(array, path, as_=None):
     if as_ is None:
         as_ = GRAY if array.ndim == 2 else NRGBA
     capsule = array.__dlpack__(max_version=(1, 3))
-    _lib.goimage_encode(capsule, as_, os.fsencode(path))
+    _lib.dlimage_encode(capsule, as_, os.fsencode(path))
 
 
 def collect():
     """Runs Go's garbage collector (images that took a tensor over release it)."""
-    _lib.goimage_collect()
+    _lib.pybridges_collect()
 
 
 def outstanding():
     """Go exports not yet released by their consumers."""
-    return _lib.goimage_outstanding()
+    return _lib.pybridges_outstanding()

@@ -1,7 +1,7 @@
 """Go maps a file, NumPy takes its tensors through DLPack: the arrays must
 share the Go mapping (run by TestNumPySharesTheMapping).
 
-  share.py LIB DIR   LIB: libtensorfile.so; DIR: a scratch directory
+  share.py LIB DIR   LIB: libpybridges.so (./internal/libpybridges); DIR: a scratch directory
 """
 import ctypes
 import gc
@@ -12,33 +12,33 @@ import numpy as np
 import safetensors.numpy
 
 lib = ctypes.PyDLL(sys.argv[1])
-lib.tf_init.restype = ctypes.c_int
-lib.tf_open.restype = ctypes.c_int64
-lib.tf_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-lib.tf_range.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int64)]
-lib.tf_dlpack.restype = ctypes.py_object
-lib.tf_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
-lib.tf_close.argtypes = [ctypes.c_int64]
-lib.tf_live.restype = ctypes.c_int64
-assert lib.tf_init() == 0
+lib.pybridges_init.restype = ctypes.c_int
+lib.tensorfile_open.restype = ctypes.c_int64
+lib.tensorfile_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+lib.tensorfile_range.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int64)]
+lib.tensorfile_dlpack.restype = ctypes.py_object
+lib.tensorfile_dlpack.argtypes = [ctypes.c_int64, ctypes.c_int] + [ctypes.py_object] * 4
+lib.pybridges_free.argtypes = [ctypes.c_int64]
+lib.tensorfile_live.restype = ctypes.c_int64
+assert lib.pybridges_init() == 0
 d = sys.argv[2]
 NPY, NPZ, ST = 0, 1, 2
 
 
 class GoFile:
     def __init__(self, path, kind, rw=False):
-        self.id = lib.tf_open(path.encode(), kind, int(rw))
+        self.id = lib.tensorfile_open(path.encode(), kind, int(rw))
 
     def range(self):
         a, n = ctypes.c_size_t(), ctypes.c_int64()
-        lib.tf_range(self.id, ctypes.byref(a), ctypes.byref(n))
+        lib.tensorfile_range(self.id, ctypes.byref(a), ctypes.byref(n))
         return a.value, n.value
 
     def tensor(self, i):
         return GoTensor(self, i)
 
     def close(self):
-        lib.tf_close(self.id)
+        lib.pybridges_free(self.id)
 
 
 class GoTensor:
@@ -49,7 +49,7 @@ class GoTensor:
         return (1, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return lib.tf_dlpack(self.f.id, self.i, stream, max_version, dl_device, copy)
+        return lib.tensorfile_dlpack(self.f.id, self.i, stream, max_version, dl_device, copy)
 
 
 def inside(a, rng):
@@ -57,7 +57,7 @@ def inside(a, rng):
     return addr <= a.ctypes.data and a.ctypes.data + a.nbytes <= addr + n
 
 
-live0 = lib.tf_live()
+live0 = lib.tensorfile_live()
 checks = 0
 
 # A read-only .npy (C and Fortran order): shared, read-only, same bits.
@@ -76,11 +76,11 @@ for order in "CF":
     c = np.from_dlpack(f.tensor(0), copy=True)
     assert not inside(c, rng) and np.array_equal(c, x)
     f.close()
-    assert lib.tf_live() == live0 + 1, "unmapped while NumPy holds an array"
+    assert lib.tensorfile_live() == live0 + 1, "unmapped while NumPy holds an array"
     assert a.sum() == x.sum()
     del a
     gc.collect()
-    assert lib.tf_live() == live0, "still mapped after the last array is gone"
+    assert lib.tensorfile_live() == live0, "still mapped after the last array is gone"
     checks += 1
 
 # A read-write mapping: NumPy's write reaches the file.
@@ -95,7 +95,7 @@ assert b[1, 2] == 42.5 and b.ctypes.data == a.ctypes.data
 f.close()
 del a, b
 gc.collect()
-assert lib.tf_live() == live0
+assert lib.tensorfile_live() == live0
 assert np.load(p)[1, 2] == 42.5, "the write did not reach the file"
 checks += 1
 
@@ -113,7 +113,7 @@ assert sorted(a.tobytes() for a in arrays) == sorted(v.tobytes() for v in ts.val
 f.close()
 del arrays, a
 gc.collect()
-assert lib.tf_live() == live0
+assert lib.tensorfile_live() == live0
 checks += 1
 
 # .npz: a member Go wrote aligned (stored) shares the archive's mapping.
@@ -125,6 +125,6 @@ assert inside(a, f.range()) and np.array_equal(a, np.arange(6, dtype=np.uint8))
 f.close()
 del a
 gc.collect()
-assert lib.tf_live() == live0
+assert lib.tensorfile_live() == live0
 checks += 1
 print(f"{checks} files: NumPy shares the Go mapping; unmapped after the last array")

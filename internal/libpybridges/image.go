@@ -1,12 +1,8 @@
-// Command libgoimage is a C shared library that decodes and encodes PNG
-// files with Go's image/png and exchanges the images with Python through
-// DLPack (package dlimage for the tensors, package pycapsule for the
-// capsules):
-//
-//	go build -buildmode=c-shared -o libgoimage.so ./examples/png/libgoimage
-//
-// goimage.py loads it with ctypes.PyDLL (every call holds the GIL).
 package main
+
+// The images of package dlimage: PNG files decoded and encoded by Go's
+// image/png, exchanged with Python through DLPack (examples/png/goimage.py;
+// the tests compare them with Pillow).
 
 // #include <stdint.h>
 import "C"
@@ -17,9 +13,6 @@ import (
 	"image"
 	"image/png"
 	"os"
-	"runtime"
-	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
@@ -27,39 +20,17 @@ import (
 	"github.com/godlpack/dlpack/pycapsule"
 )
 
-var (
-	mu     sync.Mutex
-	images = map[int64]image.Image{}
-	nextID int64
-)
-
-func register(img image.Image) C.int64_t {
-	mu.Lock()
-	defer mu.Unlock()
-	nextID++
-	images[nextID] = img
-	return C.int64_t(nextID)
+// imageOf returns the image of id, nil if there is none.
+func imageOf(id C.int64_t) image.Image {
+	img, _ := lookup[image.Image](id)
+	return img
 }
 
-func lookup(id C.int64_t) image.Image {
-	mu.Lock()
-	defer mu.Unlock()
-	return images[int64(id)]
-}
-
-//export goimage_init
-func goimage_init() C.int {
-	if pycapsule.Init() != nil {
-		return -1
-	}
-	return 0
-}
-
-// goimage_load decodes the PNG file at path with image/png and returns
+// dlimage_load decodes the PNG file at path with image/png and returns
 // the image's id, or -1 with a ValueError set.
 //
-//export goimage_load
-func goimage_load(path *C.char) C.int64_t {
+//export dlimage_load
+func dlimage_load(path *C.char) C.int64_t {
 	file, err := os.Open(C.GoString(path))
 	if err != nil {
 		pycapsule.SetError(false, err.Error())
@@ -74,12 +45,12 @@ func goimage_load(path *C.char) C.int64_t {
 	return register(img)
 }
 
-// goimage_sub registers img.SubImage(x0, y0, x1, y1), which shares the
+// dlimage_sub registers img.SubImage(x0, y0, x1, y1), which shares the
 // image's pixels, and returns its id, or -1 with a ValueError set.
 //
-//export goimage_sub
-func goimage_sub(id C.int64_t, x0, y0, x1, y1 C.int) C.int64_t {
-	img, ok := lookup(id).(interface {
+//export dlimage_sub
+func dlimage_sub(id C.int64_t, x0, y0, x1, y1 C.int) C.int64_t {
+	img, ok := imageOf(id).(interface {
 		SubImage(image.Rectangle) image.Image
 	})
 	if !ok {
@@ -89,12 +60,12 @@ func goimage_sub(id C.int64_t, x0, y0, x1, y1 C.int) C.int64_t {
 	return register(img.SubImage(image.Rect(int(x0), int(y0), int(x1), int(y1))))
 }
 
-// goimage_type writes the Go type of the image (such as "*image.NRGBA")
+// dlimage_type writes the Go type of the image (such as "*image.NRGBA")
 // into buf (NUL-terminated, at most n bytes with the NUL).
 //
-//export goimage_type
-func goimage_type(id C.int64_t, buf *C.char, n C.int) {
-	s := fmt.Sprintf("%T", lookup(id))
+//export dlimage_type
+func dlimage_type(id C.int64_t, buf *C.char, n C.int) {
+	s := fmt.Sprintf("%T", imageOf(id))
 	if len(s) >= int(n) {
 		s = s[:n-1]
 	}
@@ -103,26 +74,19 @@ func goimage_type(id C.int64_t, buf *C.char, n C.int) {
 	out[len(s)] = 0
 }
 
-// goimage_pixel_addr returns the address of the image's first sample
+// dlimage_pixel_addr returns the address of the image's first sample
 // (pixel Rect.Min), 0 if it has none: what a zero-copy consumer sees.
 //
-//export goimage_pixel_addr
-func goimage_pixel_addr(id C.int64_t) C.uintptr_t {
-	t, err := dlimage.FromImage(lookup(id))
+//export dlimage_pixel_addr
+func dlimage_pixel_addr(id C.int64_t) C.uintptr_t {
+	t, err := dlimage.FromImage(imageOf(id))
 	if err != nil || len(t.Pix) == 0 {
 		return 0
 	}
 	return C.uintptr_t(uintptr(unsafe.Pointer(&t.Pix[t.Offset])))
 }
 
-//export goimage_free
-func goimage_free(id C.int64_t) {
-	mu.Lock()
-	defer mu.Unlock()
-	delete(images, int64(id)) // capsules and arrays still holding it keep it alive
-}
-
-// What goimage_dlpack exports.
+// What dlimage_dlpack exports.
 const (
 	whatPixels  = 0 // dlimage.FromImage: zero copy, 8-bit types only
 	whatCopy16  = 1 // dlimage.CopyFromGray16, CopyFromRGBA64, CopyFromNRGBA64
@@ -162,14 +126,14 @@ func producer(img image.Image, what int) (dlpack.Producer, error) {
 	return nil, fmt.Errorf("goimage: unknown export %d", what)
 }
 
-// goimage_dlpack implements __dlpack__ for one export of an image: the
+// dlimage_dlpack implements __dlpack__ for one export of an image: the
 // four arguments are the Python objects __dlpack__ received (borrowed),
 // read by pycapsule.DLPack as the array API rules. It returns a new
 // capsule reference, or 0 with the exception set.
 //
-//export goimage_dlpack
-func goimage_dlpack(id C.int64_t, what C.int, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
-	img := lookup(id)
+//export dlimage_dlpack
+func dlimage_dlpack(id C.int64_t, what C.int, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
+	img := imageOf(id)
 	if img == nil {
 		pycapsule.SetError(true, "goimage: image was freed")
 		return 0
@@ -182,7 +146,7 @@ func goimage_dlpack(id C.int64_t, what C.int, stream, maxVersion, dlDevice, copy
 	return C.uintptr_t(pycapsule.DLPack(p, uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
 
-// How goimage_encode reads the tensor.
+// How dlimage_encode reads the tensor.
 const (
 	asGray     = 0 // dlimage.ToGray: zero copy
 	asNRGBA    = 1 // dlimage.ToNRGBA: zero copy
@@ -192,15 +156,15 @@ const (
 	asCopyGray = 5 // dlimage.CopyToGray(f, HWC)
 )
 
-// goimage_encode consumes a DLPack capsule (borrowed reference), reads its
+// dlimage_encode consumes a DLPack capsule (borrowed reference), reads its
 // tensor as an image (as says how) and writes it to path with image/png.
 // With the zero-copy ways the image takes the tensor over and releases it
 // when Go collects the image; with the copies the tensor is released at
 // once. Returns 0, or -1 with a Python exception set (ValueError for a
 // capsule that cannot be consumed, BufferError for a tensor refused).
 //
-//export goimage_encode
-func goimage_encode(capsule C.uintptr_t, as C.int, path *C.char) C.int {
+//export dlimage_encode
+func dlimage_encode(capsule C.uintptr_t, as C.int, path *C.char) C.int {
 	ptr, versioned, err := pycapsule.Consume(uintptr(capsule))
 	if err != nil {
 		pycapsule.SetError(false, err.Error())
@@ -255,18 +219,3 @@ func goimage_encode(capsule C.uintptr_t, as C.int, path *C.char) C.int {
 	}
 	return 0
 }
-
-// goimage_collect runs Go's garbage collector and gives the cleanups of
-// unreachable images (which release the tensors they took over) a moment
-// to run.
-//
-//export goimage_collect
-func goimage_collect() {
-	runtime.GC()
-	time.Sleep(5 * time.Millisecond)
-}
-
-//export goimage_outstanding
-func goimage_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
-
-func main() {}

@@ -1,21 +1,14 @@
-// Command libdlarrow is a C shared library that puts package dlarrow inside
-// a Python process, for the tests that compare it with pyarrow:
-//
-//	go build -buildmode=c-shared -o libdlarrow.so ./dlarrow/internal/libdlarrow
-//
-// pyarrow arrays arrive through the Arrow C Data Interface (arrow/cdata)
-// and leave as DLPack capsules (package pycapsule); DLPack capsules arrive
-// and leave as Arrow C arrays. godlarrow.py loads it with ctypes.PyDLL
-// (every call holds the GIL).
 package main
 
+// The Arrow arrays of package dlarrow: pyarrow arrays arrive through the
+// Arrow C Data Interface (arrow/cdata) and leave as DLPack capsules;
+// DLPack capsules arrive and leave as Arrow C arrays
+// (dlarrow/python/godlarrow.py; the tests compare them with pyarrow).
+
 // #include <stdint.h>
-// #include <stdlib.h>
 import "C"
 
 import (
-	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -36,32 +29,23 @@ type object struct {
 	file   *dlarrow.File
 }
 
-var (
-	mu      sync.Mutex
-	objects = map[int64]*object{}
-	nextID  int64
-)
-
-func register(o *object) C.int64_t {
-	mu.Lock()
-	defer mu.Unlock()
-	nextID++
-	objects[nextID] = o
-	return C.int64_t(nextID)
-}
-
-func lookup(id C.int64_t) *object {
-	mu.Lock()
-	defer mu.Unlock()
-	return objects[int64(id)]
-}
-
-//export dlarrow_init
-func dlarrow_init() C.int {
-	if pycapsule.Init() != nil {
-		return -1
+// Release releases what o holds (pybridges_free); exports keep their
+// own references.
+func (o *object) Release() {
+	switch {
+	case o.arr != nil:
+		o.arr.Release()
+	case o.tensor != nil:
+		o.tensor.Release()
+	case o.file != nil:
+		o.file.Close()
 	}
-	return 0
+}
+
+// objectOf returns the object of id, nil if there is none.
+func objectOf(id C.int64_t) *object {
+	o, _ := lookup[*object](id)
+	return o
 }
 
 // dlarrow_import_c takes a pyarrow array exported with
@@ -111,7 +95,7 @@ func dlarrow_open_file(path *C.char) C.int64_t {
 //
 //export dlarrow_file_column
 func dlarrow_file_column(file C.int64_t, batch, col C.int) C.int64_t {
-	o := lookup(file)
+	o := objectOf(file)
 	if o == nil || o.file == nil {
 		pycapsule.SetError(false, "dlarrow: no such file")
 		return -1
@@ -124,26 +108,6 @@ func dlarrow_file_column(file C.int64_t, batch, col C.int) C.int64_t {
 	return register(&object{tensor: t})
 }
 
-// dlarrow_free releases what an id refers to (an array, a Tensor, or a
-// File); exports keep their own references.
-//
-//export dlarrow_free
-func dlarrow_free(id C.int64_t) {
-	mu.Lock()
-	o := objects[int64(id)]
-	delete(objects, int64(id))
-	mu.Unlock()
-	switch {
-	case o == nil:
-	case o.arr != nil:
-		o.arr.Release()
-	case o.tensor != nil:
-		o.tensor.Release()
-	case o.file != nil:
-		o.file.Close()
-	}
-}
-
 // dlarrow_dlpack answers __dlpack__ for an id: the four arguments are the
 // Python objects __dlpack__ received (borrowed), read by pycapsule.DLPack
 // as the array API rules. It returns a new capsule reference, or 0 with
@@ -151,7 +115,7 @@ func dlarrow_free(id C.int64_t) {
 //
 //export dlarrow_dlpack
 func dlarrow_dlpack(id C.int64_t, stream, maxVersion, dlDevice, copyArg C.uintptr_t) C.uintptr_t {
-	o := lookup(id)
+	o := objectOf(id)
 	if o == nil || o.file != nil {
 		pycapsule.SetError(true, "dlarrow: no such array")
 		return 0
@@ -174,7 +138,7 @@ func dlarrow_dlpack(id C.int64_t, stream, maxVersion, dlDevice, copyArg C.uintpt
 //export dlarrow_unit
 func dlarrow_unit(id C.int64_t, buf *C.char, n C.int) {
 	unit := ""
-	if o := lookup(id); o != nil && o.arr != nil {
+	if o := objectOf(id); o != nil && o.arr != nil {
 		if t, err := dlarrow.FromField(o.field, o.arr); err == nil {
 			unit = t.Unit()
 			t.Release()
@@ -222,29 +186,3 @@ func dlarrow_to_arrow(capsule, arr, schema C.uintptr_t, copyMode C.int) C.int {
 	cdata.ExportArrowArray(a, cdata.ArrayFromPtr(uintptr(arr)), cdata.SchemaFromPtr(uintptr(schema)))
 	return 0
 }
-
-// dlarrow_outstanding is dlpack.Outstanding: exports not yet released.
-//
-//export dlarrow_outstanding
-func dlarrow_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
-
-// dlarrow_live is the number of ids not yet freed.
-//
-//export dlarrow_live
-func dlarrow_live() C.int64_t {
-	mu.Lock()
-	defer mu.Unlock()
-	return C.int64_t(len(objects))
-}
-
-// dlarrow_go_heap runs a GC and returns the Go heap in use, in bytes.
-//
-//export dlarrow_go_heap
-func dlarrow_go_heap() C.int64_t {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return C.int64_t(ms.HeapAlloc)
-}
-
-func main() {}

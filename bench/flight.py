@@ -1,0 +1,91 @@
+"""make compare's Flight rows, the Python side.
+
+flight.py go PORT: time pyarrow.flight DoGet of the Go server's 1, 64 and
+    256 MiB float32 tensors (do_get + read_all + to_numpy_ndarray).
+flight.py py: the same against a pyarrow.flight server of the same
+    tensors in another process (started here).
+flight.py serve: that server (prints its port, stops on stdin EOF).
+flight.py shm PATH PORT: the shared-file row: np.load(PATH, mmap_mode="r")
+    + sum, against the same 256 MiB over Flight from the Go server + sum.
+Prints "name seconds" lines (the best of a few runs).
+"""
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.flight as flight
+
+SIZES = [("1MiB", 256), ("64MiB", 256 * 64), ("256MiB", 256 * 256)]
+RUNS = {"1MiB": 20, "64MiB": 5, "256MiB": 3}
+
+
+def fetch(c, name):
+    t = c.do_get(flight.Ticket(name.encode())).read_all()
+    return t.column(0).combine_chunks().to_numpy_ndarray()
+
+
+def timeget(port, tag):
+    c = flight.connect("grpc://127.0.0.1:%d" % port)
+    for name, rows in SIZES:
+        fetch(c, name)  # warm
+        best = min(_time(lambda: fetch(c, name)) for _ in range(RUNS[name]))
+        print("%s/%s %.6f" % (tag, name, best), flush=True)
+
+
+def _time(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class Server(flight.FlightServerBase):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.t = {}
+        for name, rows in SIZES:
+            a = (np.arange(rows * 1024, dtype=np.int64) % 1000).astype(np.float32).reshape(rows, 1024)
+            self.t[name] = pa.table({"t": pa.FixedShapeTensorArray.from_numpy_ndarray(a)})
+
+    def do_get(self, context, ticket):
+        return flight.RecordBatchStream(self.t[ticket.ticket.decode()])
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "go":
+        timeget(int(sys.argv[2]), "go-server")
+    elif mode == "serve":
+        s = Server(location="grpc://127.0.0.1:0")
+        print(s.port, flush=True)
+        threading.Thread(target=s.serve, daemon=True).start()
+        sys.stdin.read()
+        s.shutdown()
+    elif mode == "py":
+        p = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        port = int(p.stdout.readline())
+        try:
+            timeget(port, "py-server")
+        finally:
+            p.stdin.close()
+            p.wait()
+    elif mode == "shm":
+        path, port = sys.argv[2], int(sys.argv[3])
+        want = None
+        def viafile():
+            global total
+            a = np.load(path, mmap_mode="r")
+            return float(a.sum(dtype=np.float64))
+        c = flight.connect("grpc://127.0.0.1:%d" % port)
+        def viaflight():
+            return float(fetch(c, "256MiB").sum(dtype=np.float64))
+        s1, s2 = viafile(), viaflight()
+        assert s1 == s2, (s1, s2)
+        print("shm/file %.6f" % min(_time(viafile) for _ in range(3)))
+        print("shm/flight %.6f" % min(_time(viaflight) for _ in range(3)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+package dlflight
+
+import (
+	"context"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+)
+
+// benchSizes are the float32 tensors of make compare's Flight rows.
+var benchSizes = []struct {
+	name string
+	rows int64
+}{{"1MiB", 256}, {"64MiB", 256 * 64}, {"256MiB", 256 * 256}} // rows of 1024 float32
+
+// benchMessage lets a 256 MiB tensor travel as one message, as pyarrow
+// sends a record batch whole.
+const benchMessage = 512 << 20
+
+// BenchmarkFlightGet: a Go client fetches a float32 tensor from a Go
+// server over loopback (plaintext), one DoGet per op; bytes/s is the
+// throughput.
+func BenchmarkFlightGet(b *testing.B) {
+	s, addr := serve(b, Options{MaxMessageBytes: benchMessage})
+	c := dial(b, addr, ClientOptions{MaxMessageBytes: benchMessage})
+	for _, sz := range benchSizes {
+		src := newRaw(b, dlpack.Float32, sz.rows, 1024)
+		if err := s.Register(sz.name, src); err != nil {
+			b.Fatal(err)
+		}
+		// warm: the connection, and gRPC's buffer pools for this size
+		if t, err := c.Get(context.Background(), sz.name); err == nil {
+			t.Release()
+		}
+		b.Run(sz.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src.data)))
+			for b.Loop() {
+				t, err := c.Get(context.Background(), sz.name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.Release()
+			}
+		})
+		s.Unregister(sz.name)
+	}
+}
+
+// BenchmarkFlightPut: the same bytes the other way (DoPut).
+func BenchmarkFlightPut(b *testing.B) {
+	s, addr := serve(b, Options{MaxMessageBytes: benchMessage})
+	c := dial(b, addr, ClientOptions{MaxMessageBytes: benchMessage})
+	for _, sz := range benchSizes {
+		src := newRaw(b, dlpack.Float32, sz.rows, 1024)
+		b.Run(sz.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src.data)))
+			for b.Loop() {
+				if err := c.Put(context.Background(), sz.name, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		s.Unregister(sz.name)
+	}
+}
+
+// BenchmarkMemcpy is the physical floor of the same bytes: one copy.
+func BenchmarkMemcpy(b *testing.B) {
+	for _, sz := range benchSizes {
+		n := int(sz.rows) * 1024 * 4
+		src, dst := dlpack.AlignedSlice[byte](n), dlpack.AlignedSlice[byte](n)
+		for i := range src {
+			src[i] = byte(i)
+		}
+		b.Run(sz.name, func(b *testing.B) {
+			b.SetBytes(int64(n))
+			for b.Loop() {
+				copy(dst, src)
+			}
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package dlflight
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// ClientOptions configure a Client, mirroring Options.
+type ClientOptions struct {
+	// TLS, when set, is the client's TLS configuration (the roots that
+	// verify the server); nil dials plaintext.
+	TLS *tls.Config
+	// Token, when set, is sent with every call as the gRPC metadata
+	// "authorization: Bearer <Token>".
+	Token string
+	// MaxMessageBytes bounds every message either way
+	// (DefaultMaxMessageBytes when zero); larger tensors are split on Put.
+	MaxMessageBytes int
+	// Allocator allocates received bodies (aligned to 64 bytes);
+	// memory.DefaultAllocator when nil.
+	Allocator memory.Allocator
+}
+
+// Client fetches and sends tensors of a Flight server: a dlflight Server
+// or any Flight service that streams one fixed_shape_tensor column
+// (pyarrow.flight's, for one). Its methods may be called from many
+// goroutines at once.
+type Client struct {
+	opts ClientOptions
+	conn *grpc.ClientConn
+	fc   flight.FlightServiceClient
+}
+
+// Dial makes a Client of the server at addr ("host:port"); the connection
+// is made on first use.
+func Dial(addr string, opts ClientOptions) (*Client, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
+		grpc.WithReadBufferSize(ioBufferSize), grpc.WithWriteBufferSize(ioBufferSize),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
+			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("dlflight: dial %s: %w", addr, err)
+	}
+	return &Client{opts: opts, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func (c *Client) ctx(ctx context.Context) context.Context {
+	if c.opts.Token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.opts.Token)
+}
+
+// List describes the tensors the server lets the caller read.
+func (c *Client) List(ctx context.Context) ([]Info, error) {
+	stream, err := c.fc.ListFlights(c.ctx(ctx), &flight.Criteria{})
+	if err != nil {
+		return nil, err
+	}
+	var infos []Info
+	for {
+		fi, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return infos, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		i, err := infoOf(fi)
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, i)
+	}
+}
+
+// Info describes one tensor (GetFlightInfo).
+func (c *Client) Info(ctx context.Context, name string) (Info, error) {
+	fi, err := c.fc.GetFlightInfo(c.ctx(ctx), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}})
+	if err != nil {
+		return Info{}, err
+	}
+	return infoOf(fi)
+}
+
+// infoOf reads a FlightInfo: the app metadata a dlflight server writes,
+// or else the schema and record count any Flight server gives.
+func infoOf(fi *flight.FlightInfo) (Info, error) {
+	var j infoJSON
+	if len(fi.AppMetadata) > 0 && json.Unmarshal(fi.AppMetadata, &j) == nil && j.DType != "" {
+		dt, err := dlpack.ParseDataType(j.DType)
+		if err != nil {
+			return Info{}, fmt.Errorf("%w: app_metadata dtype: %w", ErrInvalid, err)
+		}
+		return Info{Name: j.Name, DType: dt, Shape: j.Shape, Bytes: j.Bytes}, nil
+	}
+	schema, err := flight.DeserializeSchema(fi.Schema, memory.DefaultAllocator)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: schema: %w", ErrInvalid, err)
+	}
+	l, err := checkSchema(schema)
+	if err != nil {
+		return Info{}, err
+	}
+	if l.rows < 0 {
+		if l, err = layoutOf(l.dtype, append([]int64{fi.TotalRecords}, l.rowShape...)); err != nil {
+			return Info{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	var name string
+	if d := fi.FlightDescriptor; d != nil && len(d.Path) > 0 {
+		name = d.Path[0]
+	}
+	return Info{Name: name, DType: l.dtype, Shape: l.shape, Bytes: l.nbytes}, nil
+}
+
+// Get fetches the tensor name (DoGet with the name as ticket) and returns
+// it without a copy after gRPC hands over each message: the codec copies
+// the message body once out of gRPC's frame buffers into an aligned buffer
+// and the Tensor shares it. A tensor that came split in several batches is
+// copied once more, into one buffer. Release the Tensor when done.
+func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
+	ctx, cancel := context.WithCancel(c.ctx(ctx))
+	defer cancel()
+	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: []byte(name)})
+	if err != nil {
+		return nil, err
+	}
+	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, c.opts.Allocator, 0)
+	t, err := receive(r, c.opts.Allocator)
+	if err != nil {
+		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// Put sends p's tensor to be stored under name (DoPut). The batches share
+// p's memory; the codec writes it straight into gRPC's send buffer, with
+// no copy before. p must be a compact row-major CPU tensor of an element
+// type Arrow has; it stays the caller's.
+func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error {
+	e, err := hold(p)
+	if err != nil {
+		return fmt.Errorf("dlflight: put %q: %w", name, err)
+	}
+	defer e.drop()
+	ctx, cancel := context.WithCancel(c.ctx(ctx))
+	defer cancel()
+	stream, err := c.fc.DoPut(ctx)
+	if err != nil {
+		return err
+	}
+	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
+	if err := send(stream.SendMsg, desc, name, e.l, e.data, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("dlflight: put %q: %w", name, err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}

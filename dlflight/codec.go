@@ -1,0 +1,220 @@
+package dlflight
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec this one defers to
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// The wire codec. Flight's messages are protobuf; FlightData's body is a
+// bytes field (number 1000) that protobuf-go would copy into a Go slice of
+// whatever alignment the allocator gives, after gRPC has already gathered
+// the HTTP/2 frames into one buffer. This codec reads FlightData itself:
+// the small fields are decoded from the frames, and the body is copied once,
+// straight from gRPC's frame buffers into a 64-byte aligned buffer of the
+// caller's allocator, which the record batch then shares. Sending, it
+// writes the IPC body's buffers (the tensor's own memory) straight into
+// gRPC's send buffer. Every other message goes to gRPC's proto codec.
+type codec struct{ proto encoding.CodecV2 }
+
+func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
+
+// Name is "proto": the content-subtype every Flight peer speaks.
+func (codec) Name() string { return "proto" }
+
+// Field numbers of arrow.flight.protocol.FlightData.
+const (
+	fieldDescriptor  = 1
+	fieldDataHeader  = 2
+	fieldAppMetadata = 3
+	fieldDataBody    = 1000
+)
+
+// outFrame is a FlightData to send whose body is the concatenation of
+// parts (the IPC body buffers and their padding), not copied before the
+// codec writes them into gRPC's buffer.
+type outFrame struct {
+	desc    *flight.FlightDescriptor
+	header  []byte
+	appMeta []byte
+	body    [][]byte
+}
+
+// inFrame is a received FlightData whose body, if any, is a buffer of
+// alloc (64-byte aligned) that the receiver must Release.
+type inFrame struct {
+	alloc   memory.Allocator
+	desc    *flight.FlightDescriptor
+	header  []byte
+	appMeta []byte
+	body    *memory.Buffer
+}
+
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	f, ok := v.(*outFrame)
+	if !ok {
+		return c.proto.Marshal(v)
+	}
+	var desc []byte
+	if f.desc != nil {
+		var err error
+		if desc, err = proto.Marshal(f.desc); err != nil {
+			return nil, err
+		}
+	}
+	bodyLen := 0
+	for _, p := range f.body {
+		bodyLen += len(p)
+	}
+	size := 0
+	if desc != nil {
+		size += protowire.SizeTag(fieldDescriptor) + protowire.SizeBytes(len(desc))
+	}
+	if len(f.header) > 0 {
+		size += protowire.SizeTag(fieldDataHeader) + protowire.SizeBytes(len(f.header))
+	}
+	if len(f.appMeta) > 0 {
+		size += protowire.SizeTag(fieldAppMetadata) + protowire.SizeBytes(len(f.appMeta))
+	}
+	if bodyLen > 0 {
+		size += protowire.SizeTag(fieldDataBody) + protowire.SizeBytes(bodyLen)
+	}
+	pool := mem.DefaultBufferPool()
+	bp := pool.Get(size)
+	b := (*bp)[:0]
+	if desc != nil {
+		b = protowire.AppendTag(b, fieldDescriptor, protowire.BytesType)
+		b = protowire.AppendBytes(b, desc)
+	}
+	if len(f.header) > 0 {
+		b = protowire.AppendTag(b, fieldDataHeader, protowire.BytesType)
+		b = protowire.AppendBytes(b, f.header)
+	}
+	if len(f.appMeta) > 0 {
+		b = protowire.AppendTag(b, fieldAppMetadata, protowire.BytesType)
+		b = protowire.AppendBytes(b, f.appMeta)
+	}
+	if bodyLen > 0 {
+		b = protowire.AppendTag(b, fieldDataBody, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(bodyLen))
+		for _, p := range f.body {
+			b = append(b, p...)
+		}
+	}
+	*bp = b
+	return mem.BufferSlice{mem.NewBuffer(bp, pool)}, nil
+}
+
+var errFrame = errors.New("dlflight: malformed FlightData")
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) (err error) {
+	f, ok := v.(*inFrame)
+	if !ok {
+		return c.proto.Unmarshal(data, v)
+	}
+	r := data.Reader()
+	defer r.Close()
+	defer func() {
+		if err != nil && f.body != nil {
+			f.body.Release()
+			f.body = nil
+		}
+	}()
+	for r.Remaining() > 0 {
+		tag, err := readVarint(r)
+		if err != nil {
+			return err
+		}
+		num, typ := protowire.DecodeTag(tag)
+		if num <= 0 {
+			return fmt.Errorf("%w: field number %d", errFrame, num)
+		}
+		if typ != protowire.BytesType {
+			if err := skipField(r, typ); err != nil {
+				return err
+			}
+			continue
+		}
+		n, err := readVarint(r)
+		if err != nil {
+			return err
+		}
+		if n > uint64(r.Remaining()) {
+			return fmt.Errorf("%w: field %d of %d bytes in a message of %d left", errFrame, num, n, r.Remaining())
+		}
+		switch num {
+		case fieldDataBody:
+			if f.body != nil {
+				f.body.Release()
+			}
+			f.body = memory.NewResizableBuffer(f.alloc)
+			f.body.Resize(int(n))
+			if _, err := io.ReadFull(r, f.body.Bytes()); err != nil {
+				return err
+			}
+		case fieldDescriptor, fieldDataHeader, fieldAppMetadata:
+			b := make([]byte, n)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return err
+			}
+			switch num {
+			case fieldDescriptor:
+				f.desc = new(flight.FlightDescriptor)
+				if err := proto.Unmarshal(b, f.desc); err != nil {
+					return fmt.Errorf("%w: flight_descriptor: %v", errFrame, err)
+				}
+			case fieldDataHeader:
+				f.header = b
+			default:
+				f.appMeta = b
+			}
+		default:
+			if _, err := r.Discard(int(n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func readVarint(r *mem.Reader) (uint64, error) {
+	var x uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, fmt.Errorf("%w: truncated varint", errFrame)
+		}
+		x |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			return x, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: varint overflows", errFrame)
+}
+
+func skipField(r *mem.Reader, typ protowire.Type) error {
+	var n int
+	switch typ {
+	case protowire.VarintType:
+		_, err := readVarint(r)
+		return err
+	case protowire.Fixed32Type:
+		n = 4
+	case protowire.Fixed64Type:
+		n = 8
+	default:
+		return fmt.Errorf("%w: wire type %d", errFrame, typ)
+	}
+	if _, err := r.Discard(n); err != nil {
+		return fmt.Errorf("%w: truncated field", errFrame)
+	}
+	return nil
+}

@@ -1,0 +1,63 @@
+// Package dlflight serves and fetches tensors over Arrow Flight (gRPC
+// streams of Arrow record batches), so a Go service's tensors reach a
+// model server on another machine or a Python worker on the same one with
+// no format of its own and no copy beyond the wire.
+//
+//	| package  | X to a tensor, no copy | a tensor to X, shares memory | copies (named as such) |
+//	| dlflight | Client.Get             | Client.Put, Server.Register  | the wire (Flight)      |
+//
+// # The wire
+//
+// Flight, Arrow IPC and Arrow's canonical extension type
+// arrow.fixed_shape_tensor are the whole protocol; any Flight peer
+// (pyarrow.flight, for one) speaks it. A tensor travels as record batches
+// of one fixed_shape_tensor column (FixedSizeList storage): an (d0, d1,
+// ..., dk) tensor is d0 rows of shape [d1, ..., dk], so pyarrow's
+// FixedShapeTensorArray.to_numpy_ndarray() gives the tensor itself. A 1-d
+// tensor is d0 rows of shape [1], a 0-d tensor one such row; the schema's
+// metadata (MetaShape, MetaDType) carries the tensor's own shape and dtype
+// so they come back as they went. A tensor larger than the message limit
+// is split along its first dimension into several batches; Get puts them
+// back together. Element types: int8..int64, uint8..uint64, float16,
+// float32, float64 (what Arrow and DLPack share; Arrow booleans are bits).
+// Received columns must be row-major: a fixed_shape_tensor whose
+// permutation is not the identity is refused (ErrInvalid), as a column
+// with nulls is.
+//
+// ListFlights and GetFlightInfo describe each tensor before it is fetched:
+// the FlightDescriptor's path is the name, the ticket is the name, the
+// schema is the stream's (with the metadata above), TotalRecords is d0,
+// TotalBytes the tensor's bytes, and AppMetadata a JSON object
+// {"name", "dtype", "shape", "bytes"} (Client.Info and Client.List read it,
+// or the schema when a server sends none).
+//
+// # Copies
+//
+// Sending (Server DoGet, Client.Put), the record batch shares the tensor's
+// memory and the codec writes it straight into gRPC's send buffer: one
+// copy, where gRPC takes the message; nothing before (arrow-go's own
+// Flight writer first gathers the body into a bytes.Buffer; dlflight
+// does not use it). Receiving, gRPC reads the socket into its frame
+// buffers; the codec then copies the body once from those frames into a
+// 64-byte aligned buffer of the allocator (protobuf-go would first gather
+// the frames into one buffer and then copy the body again, to an address
+// of no particular alignment), and the record batch and the Tensor share
+// that buffer: no copy after gRPC hands over the message. A tensor split
+// over several batches is copied once more, into one buffer. Values a peer
+// placed off a 64-byte boundary inside the body are never shared by
+// chance: Tensor.DLPack copies them explicitly (FlagIsCopied), as JAX
+// needs 64-byte alignment to alias memory.
+//
+// # Security and limits
+//
+// Options.TLS serves over TLS; Options.Tokens requires a bearer token in
+// the "authorization" metadata (codes.Unauthenticated without one);
+// Options.Allow is the per-name read/write policy (codes.PermissionDenied).
+// MaxMessageBytes, MaxTensors and MaxPutBytes bound messages, held tensors
+// and each DoPut (codes.ResourceExhausted). A stream that lies (extension
+// metadata that disagrees with the storage, nulls, a shape whose product
+// overflows, a wrong value type, a truncated body) gets
+// codes.InvalidArgument; what was received is released and the server
+// goes on serving. Every held tensor is released exactly once: when it is
+// unregistered, replaced or the server shuts down.
+package dlflight

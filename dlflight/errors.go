@@ -1,0 +1,20 @@
+package dlflight
+
+import (
+	"errors"
+
+	"github.com/godlpack/dlpack"
+)
+
+var (
+	// ErrInvalid: a received schema or record batch is not a tensor
+	// stream (extension metadata that disagrees with the storage, nulls,
+	// a shape whose product overflows, a wrong value type, ...). A server
+	// answers codes.InvalidArgument.
+	ErrInvalid = errors.New("dlflight: invalid tensor stream")
+	// ErrType: the element type has no Arrow fixed_shape_tensor form.
+	ErrType = errors.New("dlflight: unsupported element type")
+	// ErrShape: the shape has no fixed_shape_tensor form (a zero inner
+	// dimension, too many dimensions, a product beyond int64).
+	ErrShape = dlpack.ErrShape
+)

@@ -1,0 +1,268 @@
+package dlflight
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// errLimit: a configured limit was reached (codes.ResourceExhausted).
+var errLimit = errors.New("dlflight: limit exceeded")
+
+// frameReader is the ipc.MessageReader of a received stream: each frame's
+// header and aligned body become one IPC message. Frames with no header
+// (app metadata only) are skipped.
+type frameReader struct {
+	recv    func(*inFrame) error
+	alloc   memory.Allocator
+	maxBody int64 // total body bytes allowed; 0: no limit
+	body    int64
+	desc    *flight.FlightDescriptor
+	msg     *ipc.Message
+	recvErr error // the transport's error, as opposed to a malformed stream
+	bodies  []*memory.Buffer
+	refs    atomic.Int64
+}
+
+func newFrameReader(recv func(*inFrame) error, alloc memory.Allocator, maxBody int64) *frameReader {
+	r := &frameReader{recv: recv, alloc: alloc, maxBody: maxBody}
+	r.refs.Store(1)
+	return r
+}
+
+func (r *frameReader) Message() (*ipc.Message, error) {
+	for {
+		f := &inFrame{alloc: r.alloc}
+		if err := r.recv(f); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, errFrame) {
+				r.recvErr = err
+			}
+			return nil, err
+		}
+		if f.desc != nil && r.desc == nil {
+			r.desc = f.desc
+		}
+		if f.body != nil {
+			r.body += int64(f.body.Len())
+			if recvHook != nil {
+				recvHook(f.body.Bytes())
+			}
+		}
+		if r.maxBody > 0 && r.body > r.maxBody {
+			if f.body != nil {
+				f.body.Release()
+			}
+			return nil, fmt.Errorf("%w: more than %d body bytes in one stream", errLimit, r.maxBody)
+		}
+		if len(f.header) == 0 {
+			if f.body != nil {
+				f.body.Release()
+			}
+			continue
+		}
+		if r.msg != nil {
+			r.msg.Release()
+		}
+		body := f.body
+		if body == nil {
+			body = memory.NewBufferBytes(nil)
+		}
+		meta := memory.NewBufferBytes(f.header)
+		r.msg = ipc.NewMessage(meta, body)
+		body.Release()
+		if f.body != nil {
+			r.bodies = append(r.bodies, f.body)
+		}
+		return r.msg, nil
+	}
+}
+
+func (r *frameReader) Retain() { r.refs.Add(1) }
+
+func (r *frameReader) Release() {
+	if r.refs.Add(-1) == 0 && r.msg != nil {
+		r.msg.Release()
+		r.msg = nil
+	}
+}
+
+// reclaim frees the bodies of a failed stream that are still referenced.
+// arrow-go's IPC reader recovers from a panic while building a batch out
+// of a lying header (a buffer beyond the body) but leaves the references
+// of the arrays it had built; those arrays are unreachable once the
+// reader, its message and every batch taken from it are released, so
+// their bodies go back to the allocator here.
+func (r *frameReader) reclaim() {
+	for _, b := range r.bodies {
+		for b.Buf() != nil {
+			b.Release()
+		}
+	}
+}
+
+// receive reads a whole tensor stream: the schema, then batches to the
+// end. One batch is shared as it is; the batches of a split tensor are
+// copied once into one aligned buffer of alloc.
+func receive(r *frameReader, alloc memory.Allocator) (_ *Tensor, err error) {
+	defer func() {
+		if err != nil {
+			r.reclaim()
+		}
+	}()
+	defer r.Release()
+	rdr, err := ipc.NewReaderFromMessageReader(r, ipc.WithAllocator(alloc))
+	if err != nil {
+		return nil, streamErr(r, err)
+	}
+	defer rdr.Release()
+	l, err := checkSchema(rdr.Schema())
+	if err != nil {
+		return nil, err
+	}
+	var (
+		recs   []arrow.RecordBatch
+		pieces []piece
+		rows   int64
+	)
+	defer func() {
+		if err != nil {
+			for _, rec := range recs {
+				rec.Release()
+			}
+		}
+	}()
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		p, err := checkBatch(l, rec)
+		if err != nil {
+			return nil, err
+		}
+		rec.Retain()
+		recs, pieces = append(recs, rec), append(pieces, p)
+		rows += p.rows
+		if rows < 0 || (l.rows >= 0 && rows > l.rows) {
+			return nil, fmt.Errorf("%w: more rows than the %d of shape %v", ErrInvalid, l.rows, l.shape)
+		}
+	}
+	if err := rdr.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, streamErr(r, err)
+	}
+	if l.rows < 0 {
+		if l, err = layoutOf(l.dtype, append([]int64{rows}, l.rowShape...)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	if rows != l.rows {
+		return nil, fmt.Errorf("%w: %d rows arrived for shape %v", ErrInvalid, rows, l.shape)
+	}
+	t := &Tensor{dtype: l.dtype, shape: l.shape}
+	switch len(pieces) {
+	case 0:
+		t.owner = newOwner(nil)
+	case 1:
+		rec := recs[0]
+		t.data, t.owner = pieces[0].data, newOwner(rec.Release)
+	default:
+		buf := memory.NewResizableBuffer(alloc)
+		buf.Resize(int(l.nbytes))
+		at := buf.Bytes()[:0]
+		for _, p := range pieces {
+			at = append(at, p.data...)
+		}
+		for _, rec := range recs {
+			rec.Release()
+		}
+		t.data, t.owner = buf.Bytes()[:l.nbytes:l.nbytes], newOwner(buf.Release)
+	}
+	return t, nil
+}
+
+// streamErr tells a transport error (kept as gRPC reported it) from a
+// malformed stream (ErrInvalid).
+func streamErr(r *frameReader, err error) error {
+	if r.recvErr != nil {
+		return r.recvErr
+	}
+	if errors.Is(err, errLimit) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrInvalid, err)
+}
+
+// messageOverhead is what a batch's message needs beside the values: the
+// FlightData fields and the IPC flatbuffer header.
+const messageOverhead = 64 << 10
+
+// send writes the tensor's bytes as a stream: the schema (with desc, if
+// any), then batches of as many rows as fit in maxMessage bytes. The
+// batches share data; the codec copies it into gRPC's send buffer.
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, maxMessage int) error {
+	rb := l.rowBytes()
+	per := int64(maxMessage-messageOverhead) / rb
+	if per < 1 {
+		return fmt.Errorf("%w: a row of %d bytes does not fit in a message of %d", errLimit, rb, maxMessage)
+	}
+	schema := l.schema(column)
+	pw := &framePayloadWriter{send: sendMsg, desc: desc}
+	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(schema))
+	for from := int64(0); from < l.rows || from == 0; from += per {
+		n := min(per, l.rows-from)
+		rec := l.batch(schema, data, from, n)
+		err := w.Write(rec)
+		rec.Release()
+		if err != nil {
+			w.Close()
+			return err
+		}
+		if l.rows == 0 {
+			break
+		}
+	}
+	return w.Close()
+}
+
+// framePayloadWriter turns IPC payloads into outFrames whose body parts are
+// the payload's buffers themselves.
+type framePayloadWriter struct {
+	send  func(any) error
+	desc  *flight.FlightDescriptor
+	parts partsWriter
+}
+
+// partsWriter collects the slices SerializeBody writes, without copying.
+type partsWriter [][]byte
+
+func (w *partsWriter) Write(p []byte) (int, error) {
+	*w = append(*w, p)
+	return len(p), nil
+}
+
+func (w *framePayloadWriter) Start() error { return nil }
+func (w *framePayloadWriter) Close() error { return nil }
+
+func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
+	meta := p.Meta()
+	defer meta.Release()
+	w.parts = w.parts[:0]
+	if err := p.SerializeBody(&w.parts); err != nil {
+		return err
+	}
+	if sendHook != nil {
+		sendHook(w.parts)
+	}
+	f := &outFrame{desc: w.desc, header: meta.Bytes(), body: w.parts}
+	w.desc = nil
+	return w.send(f)
+}
+
+// recvHook, when set (tests), sees the body of every frame received.
+var recvHook func(body []byte)
+
+// sendHook, when set (tests), sees the body parts of every frame sent.
+var sendHook func(parts [][]byte)

@@ -1,0 +1,175 @@
+package tensorfile
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/godlpack/dlpack"
+)
+
+// Spec names a tensor of a file to create: its name, element type and
+// shape.
+type Spec struct {
+	Name  string
+	DType dlpack.DataType
+	Shape []int64
+}
+
+// CreateSafetensors creates the safetensors file path (replacing any file
+// there) for the tensors of specs, zero-filled, and opens it mapped
+// read-write: its tensors are writable DLPack producers whose data is the
+// file's memory, to be filled in place (dlpack.From(t) and
+// dlpack.Slice[float32], a C or Python consumer through dlpack.Produce or
+// a capsule; none copies). metadata (may be nil) is the __metadata__.
+//
+// The file is complete from the start: the header is written first, and
+// the data section sized (sparse: no page is written until filled). The
+// layout is the reference implementation's (tensors by decreasing item
+// size, then name, so each is aligned for its type), with the header
+// padded by spaces so the data starts at a multiple of 64 bytes from the
+// file's start: another process that maps the file (safetensors.safe_open,
+// OpenSafetensors, numpy.memmap) sees what Go writes through the shared
+// mapping, page for page, with no copy and nothing to flush. Close when
+// done, as for an opened File; os.File.Sync or msync are only for
+// durability on disk.
+func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*File, error) {
+	type item struct {
+		Spec
+		name string
+		size int
+		n    int64
+	}
+	items := make([]item, 0, len(specs))
+	seen := map[string]bool{"__metadata__": true}
+	for _, s := range specs {
+		if seen[s.Name] {
+			return nil, fieldErr(ErrFormat, "name", s.Name, "repeated or reserved")
+		}
+		seen[s.Name] = true
+		name, err := safetensorsName(s.DType)
+		if err != nil {
+			return nil, err
+		}
+		n, _, err := layout("shape", s.Shape, s.DType.ItemSize(), false)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item{Spec: s, name: name, size: s.DType.ItemSize(), n: n})
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.Name, b.Name))
+	})
+	str := func(b *bytes.Buffer, s string) {
+		j, _ := json.Marshal(s) // escapes < > & as \u003c..., still the same JSON string
+		b.Write(j)
+	}
+	var hdr bytes.Buffer
+	hdr.WriteByte('{')
+	if metadata != nil {
+		keys := make([]string, 0, len(metadata))
+		for k := range metadata {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		hdr.WriteString(`"__metadata__":{`)
+		for i, k := range keys {
+			if i > 0 {
+				hdr.WriteByte(',')
+			}
+			str(&hdr, k)
+			hdr.WriteByte(':')
+			str(&hdr, metadata[k])
+		}
+		hdr.WriteByte('}')
+	}
+	off := int64(0)
+	for i, it := range items {
+		if i > 0 || metadata != nil {
+			hdr.WriteByte(',')
+		}
+		str(&hdr, it.Name)
+		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.name)
+		for j, d := range it.Shape {
+			if j > 0 {
+				hdr.WriteByte(',')
+			}
+			hdr.WriteString(strconv.FormatInt(d, 10))
+		}
+		if off+it.n < off {
+			return nil, fieldErr(ErrLayout, "shape", it.Shape, "the file size overflows int64")
+		}
+		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+it.n)
+		off += it.n
+	}
+	hdr.WriteByte('}')
+	for (8+hdr.Len())%64 != 0 {
+		hdr.WriteByte(' ')
+	}
+	if hdr.Len() > MaxSafetensorsHeader {
+		return nil, fieldErr(ErrFormat, "header", hdr.Len(), "longer than MaxSafetensorsHeader")
+	}
+	pre := make([]byte, 8, 8+hdr.Len())
+	binary.LittleEndian.PutUint64(pre, uint64(hdr.Len()))
+	if err := create(path, append(pre, hdr.Bytes()...), off); err != nil {
+		return nil, err
+	}
+	f, err := OpenSafetensors(path, ReadWrite())
+	if err != nil {
+		return nil, fmt.Errorf("tensorfile: reopening the created %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// CreateNPY creates the .npy file path (replacing any file there) for one
+// C-order array of dt and shape, zero-filled, and opens it mapped
+// read-write; its one tensor (named "") is a writable DLPack producer to
+// fill in place. The header is NumPy's (format 1.0, data at a multiple of
+// 64 bytes), so numpy.load(path, mmap_mode="r") and OpenNPY map what Go
+// writes, with no copy. Close when done, as for CreateSafetensors.
+func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
+	descr, err := npyDescr(dt)
+	if err != nil {
+		return nil, err
+	}
+	n, _, err := layout("shape", shape, dt.ItemSize(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := create(path, npyPreamble(descr, false, shape), n); err != nil {
+		return nil, err
+	}
+	f, err := OpenNPY(path, ReadWrite())
+	if err != nil {
+		return nil, fmt.Errorf("tensorfile: reopening the created %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// create writes header to a new file at path and extends it by data
+// zero bytes (a hole, where the file system has them).
+func create(path string, header []byte, data int64) error {
+	if data > 1<<62 {
+		return fieldErr(ErrLayout, "data size", data, "too large for a file")
+	}
+	fd, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fd.Write(header)
+	if err == nil {
+		err = fd.Truncate(int64(len(header)) + data)
+	}
+	if cerr := fd.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}

@@ -1,0 +1,182 @@
+package tensorfile_test
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// fillInPlace fills tensor t of a created file with random bytes through
+// a writable Foreign, checks that the Foreign's data lies inside the
+// file's mapping (no copy), and returns the bytes written.
+func fillInPlace(t *testing.T, f *tensorfile.File, tt *tensorfile.Tensor, rng *rand.Rand) []byte {
+	t.Helper()
+	fr, err := dlpack.From(tt, dlpack.RequireWritable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	if fr.IsCopied() || !fr.Writable() {
+		t.Fatalf("%s: not a writable view (flags %v)", tt.Name(), fr.Flags())
+	}
+	lo, n := f.MappedRange()
+	if fr.NBytes() > 0 && (fr.DataAddr() < lo || fr.DataAddr()+uintptr(fr.NBytes()) > lo+uintptr(n)) {
+		t.Fatalf("%s: data at %#x is not inside the mapping [%#x, +%d)", tt.Name(), fr.DataAddr(), lo, n)
+	}
+	b, err := dlpack.Slice[uint8](asBytes(t, fr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return append([]byte(nil), b...)
+}
+
+// asBytes views a compact tensor's memory as uint8 through the protocol.
+func asBytes(t *testing.T, f dlpack.Foreign) dlpack.Foreign {
+	t.Helper()
+	b, first, err := dlpack.ReadOnlyBytes(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := dlpack.From(dlpack.NewArray(b[first:first+int(f.NBytes())]), dlpack.RequireWritable(), dlpack.AssumeWritable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+// TestPeersCreate: files created and filled in place by Go are read by
+// safetensors.safe_open, np.load(mmap_mode="r") and Go's Open functions
+// bit for bit, without a copy on the Go side.
+func TestPeersCreate(t *testing.T) {
+	noLiveMappings(t)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	specs := []tensorfile.Spec{
+		{Name: "w", DType: dlpack.Float32, Shape: []int64{3, 5}},
+		{Name: "step", DType: dlpack.Int64, Shape: []int64{}},
+		{Name: "mask", DType: dlpack.Uint8, Shape: []int64{7}},
+		{Name: "half", DType: dlpack.Float16, Shape: []int64{2, 2}},
+		{Name: "bf", DType: dlpack.BFloat16, Shape: []int64{3}},
+		{Name: "empty", DType: dlpack.Float64, Shape: []int64{0, 4}},
+		{Name: "d", DType: dlpack.Float64, Shape: []int64{4, 1}},
+	}
+	st := filepath.Join(dir, "created.safetensors")
+	f, err := tensorfile.CreateSafetensors(st, specs, map[string]string{"format": "np"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for _, tt := range f.Tensors() {
+		if tt.ReadOnly() {
+			t.Fatalf("%s is read-only", tt.Name())
+		}
+		want[tt.Name()] = fillInPlace(t, f, tt, rng)
+	}
+	f.Close()
+	npyPath := filepath.Join(dir, "created.npy")
+	g, err := tensorfile.CreateNPY(npyPath, dlpack.Float64, []int64{100, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["npy"] = fillInPlace(t, g, g.Tensors()[0], rng)
+	g.Close()
+
+	// Go reads them back, mapped
+	check := func(f *tensorfile.File, name, key string) {
+		tt, err := f.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr, err := dlpack.From(tt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fr.Close()
+		b, first, err := dlpack.ReadOnlyBytes(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b[first:first+int(fr.NBytes())], want[key]) && len(want[key]) > 0 {
+			t.Fatalf("%s: Go reads other bytes", key)
+		}
+	}
+	if f, err = tensorfile.OpenSafetensors(st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		check(f, s.Name, s.Name)
+	}
+	if f.Metadata()["format"] != "np" {
+		t.Fatal(f.Metadata())
+	}
+	f.Close()
+	if g, err = tensorfile.OpenNPY(npyPath); err != nil {
+		t.Fatal(err)
+	}
+	check(g, "", "npy")
+	g.Close()
+
+	for k, b := range want {
+		if err := os.WriteFile(filepath.Join(dir, k+".bin"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := runPython(t, "-c", `
+import sys, os, numpy as np
+import ml_dtypes  # bfloat16 for safetensors' numpy framework
+from safetensors import safe_open
+d = sys.argv[1]
+n = 0
+with safe_open(os.path.join(d, "created.safetensors"), framework="numpy") as f:
+    assert f.metadata() == {"format": "np"}, f.metadata()
+    for k in f.keys():
+        want = open(os.path.join(d, k + ".bin"), "rb").read()
+        got = f.get_tensor(k)
+        assert got.tobytes() == want, k
+        n += 1
+a = np.load(os.path.join(d, "created.npy"), mmap_mode="r")
+assert isinstance(a, np.memmap) and a.shape == (100, 3) and a.dtype == np.float64
+assert a.tobytes() == open(os.path.join(d, "npy.bin"), "rb").read()
+print("safe_open read %d tensors and np.load(mmap_mode='r') the .npy Go filled in place, bit for bit" % n)
+`, dir)
+	t.Log(strings.TrimSpace(out))
+}
+
+// TestCreateRefuses: what has no file form is refused before anything is
+// created.
+func TestCreateRefuses(t *testing.T) {
+	noLiveMappings(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x.safetensors")
+	for _, c := range []struct {
+		specs []tensorfile.Spec
+		want  error
+	}{
+		{[]tensorfile.Spec{{Name: "a", DType: dlpack.Float32, Shape: []int64{1}}, {Name: "a", DType: dlpack.Float32, Shape: []int64{1}}}, tensorfile.ErrFormat},
+		{[]tensorfile.Spec{{Name: "__metadata__", DType: dlpack.Float32}}, tensorfile.ErrFormat},
+		{[]tensorfile.Spec{{Name: "a", DType: dlpack.Float32, Shape: []int64{-1}}}, tensorfile.ErrLayout},
+		{[]tensorfile.Spec{{Name: "a", DType: dlpack.Float32, Shape: []int64{1 << 40, 1 << 40}}}, tensorfile.ErrLayout},
+		{[]tensorfile.Spec{{Name: "a", DType: dlpack.DataType{Code: dlpack.CodeFloat, Bits: 4, Lanes: 1}, Shape: []int64{2}}}, tensorfile.ErrDType},
+	} {
+		if _, err := tensorfile.CreateSafetensors(p, c.specs, nil); !errors.Is(err, c.want) {
+			t.Fatalf("%+v: %v, want %v", c.specs, err, c.want)
+		}
+		if _, err := os.Stat(p); err == nil {
+			t.Fatalf("%+v: a file was created", c.specs)
+		}
+	}
+	if _, err := tensorfile.CreateNPY(filepath.Join(dir, "x.npy"), dlpack.BFloat16, []int64{2}); !errors.Is(err, tensorfile.ErrDType) {
+		t.Fatalf("bfloat16 .npy: %v", err)
+	}
+}
