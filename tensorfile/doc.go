@@ -4,6 +4,8 @@
 //
 //   - Into a tensor, no copy: OpenNPY, OpenNPZ, OpenSafetensors (each
 //     tensor of the File a view of the mapping).
+//   - Out of a tensor, sharing memory: CreateNPY, CreateSafetensors (a
+//     file created mapped read-write, its tensors filled in place).
 //   - Copies: ReadNPY (a .npy file read into memory, big-endian data
 //     converted), WriteNPY, WriteNPZ, WriteSafetensors (any producer to a
 //     file).
