@@ -162,6 +162,9 @@ func choose(in *input, pick names, out format, stderr io.Writer) ([]*entry, erro
 			return nil, fmt.Errorf("%s: %w", in.path, e.err)
 		}
 	}
+	if out == formatNPY && len(todo) == 0 {
+		return nil, fmt.Errorf("%s: no tensor to write to a .npy file", in.path)
+	}
 	if out == formatNPY && len(todo) != 1 {
 		return nil, usagef("convert: %s holds %d tensors and a .npy file one: pick it with --tensor NAME (%s)",
 			in.path, len(todo), listNames(todo))

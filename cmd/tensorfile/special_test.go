@@ -123,3 +123,23 @@ func TestOutNotARegularFile(t *testing.T) {
 		t.Errorf("convert into a missing directory: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// A file with no tensor converted to .npy (which holds exactly one) is a
+// data error naming the file, not a usage error asking to pick one of
+// none.
+func TestConvertNoTensorToNPY(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.safetensors")
+	if err := os.WriteFile(empty, append([]byte{8, 0, 0, 0, 0, 0, 0, 0}, "{}      "...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, "inspect", empty)
+	out := filepath.Join(dir, "out.npy")
+	r := tf(t, "convert", empty, out)
+	if r.code != 1 || !strings.Contains(r.stderr, empty+": no tensor to write") || strings.Contains(r.stderr, "--tensor") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("wrote %s", out)
+	}
+}
