@@ -341,6 +341,14 @@ func (r *registry) add(t *tensors.Tensor) error {
 	return nil
 }
 
+// usable reports whether t is valid and not waiting for FinalizeAll.
+func (r *registry) usable(t *tensors.Tensor) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.m[t]
+	return t.Ok() && (e == nil || !e.finalize)
+}
+
 func (r *registry) done(t *tensors.Tensor) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

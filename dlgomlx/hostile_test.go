@@ -71,3 +71,37 @@ func TestNilInputs(t *testing.T) {
 		t.Fatalf("%d exports outstanding", n)
 	}
 }
+
+// ToTensor of an export whose GoMLX tensor waits for FinalizeAll does
+// not hand that tensor back: it would be finalized under the caller when
+// the last consumer releases it. It is refused, as FromTensor is.
+func TestToTensorOfAnExportWaitingForFinalizeAll(t *testing.T) {
+	b := newBackend(t)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, 4), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := dlgomlx.FromTensor(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := dlpack.From(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dlgomlx.FinalizeAll(x); err != nil {
+		t.Fatal(err)
+	}
+	y, err := dlgomlx.ToTensor(e, b)
+	if err == nil {
+		hold.Close()
+		t.Fatalf("ToTensor gave back a tensor waiting for FinalizeAll (same: %v; valid after the last release: %v)", y == x, y.Ok())
+	}
+	if !errors.Is(err, dlgomlx.ErrTensor) {
+		t.Errorf("ToTensor: %v, want ErrTensor", err)
+	}
+	hold.Close()
+	if x.Ok() || dlgomlx.Exports(x) != 0 || dlpack.Outstanding() != 0 {
+		t.Fatalf("at the end: ok %v, exports %d, outstanding %d", x.Ok(), dlgomlx.Exports(x), dlpack.Outstanding())
+	}
+}
