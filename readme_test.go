@@ -225,3 +225,59 @@ func checkBridgesTable(t *testing.T, readme string) {
 		}
 	}
 }
+
+// TestBridgeDocsOpenWithTheirRow: the package documentation of every
+// bridge in the README's bridges table names, before its first heading,
+// every entry of the package's row (`go doc` of a package opens with its
+// row). The root package's row is the subject of its whole doc.go.
+func TestBridgeDocsOpenWithTheirRow(t *testing.T) {
+	for _, row := range readBridgesTable(t, "README.md") {
+		if row.pkg == "dlpack" {
+			continue
+		}
+		intro, ok := packageDocIntro(t, packageDir(row.pkg))
+		if !ok {
+			t.Logf("package %s is not in this tree", row.pkg)
+			continue
+		}
+		for _, entry := range row.names {
+			name := leadingName.FindString(entry)
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`).MatchString(intro) {
+				t.Errorf("README.md:%d: package %s's documentation does not name %s before its first heading", row.line, row.pkg, name)
+			}
+		}
+	}
+}
+
+// packageDocIntro returns the package documentation of the non-test Go
+// files of dir up to its first heading ("# ..." line).
+func packageDocIntro(t *testing.T, dir string) (string, bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		return "", false
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Doc == nil {
+			continue
+		}
+		doc := f.Doc.Text()
+		if i := strings.Index(doc, "\n# "); i >= 0 {
+			doc = doc[:i]
+		}
+		return doc, true
+	}
+	t.Errorf("%s: no package documentation", dir)
+	return "", true
+}

@@ -3,8 +3,9 @@
 // model server on another machine or a Python worker on the same one with
 // no format of its own and no copy beyond the wire.
 //
-//	| package  | X to a tensor, no copy | a tensor to X, shares memory | copies (named as such) |
-//	| dlflight | Client.Get             | Client.Put, Server.Register  | the wire (Flight)      |
+//   - Into a tensor: Client.Get.
+//   - Out of a tensor: Client.Put, Server.Register.
+//   - Copies: the wire (Flight).
 //
 // # The wire
 //

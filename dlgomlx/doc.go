@@ -1,8 +1,11 @@
 // Package dlgomlx passes tensors between GoMLX (github.com/gomlx/gomlx,
-// v0.26.0) and DLPack, both ways:
+// v0.26.0) and DLPack, both ways.
 //
-//	| X to a tensor, no copy | a tensor to X, shares memory | copies (named as such)        |
-//	| FromTensor(t)          | ToTensor(p, backend)         | CopyFromTensor, CopyToTensor  |
+//   - Into a tensor, no copy: FromTensor(t).
+//   - Out of a tensor: ToTensor(p, backend) (shares a FromTensor export;
+//     any other producer is copied once, as GoMLX cannot adopt memory it
+//     did not allocate).
+//   - Copies: CopyFromTensor, CopyToTensor.
 //
 // # Out of GoMLX: FromTensor
 //

@@ -87,6 +87,7 @@ func FromTensor(t *tensors.Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer exports.done(t)
 	if hostResident(t) {
 		if err := t.ConstFlatData(func(flat any) { x.setFlat(flat) }); err != nil {
 			return nil, &dlpack.FieldError{Field: "tensor", Value: t.Shape(), Err: ErrTensor, Why: err.Error()}
@@ -108,6 +109,7 @@ func CopyFromTensor(t *tensors.Tensor) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer exports.done(t)
 	if !hostResident(t) {
 		if err := x.transfer(t); err != nil {
 			return nil, err
@@ -128,17 +130,27 @@ func CopyFromTensor(t *tensors.Tensor) (*Tensor, error) {
 	return x, nil
 }
 
-// newTensor checks t and returns a Tensor with its type and shape.
+// newTensor checks t and returns a Tensor with its type and shape. Unless
+// it fails, t is held as one export until the caller calls
+// exports.done(t), so that FinalizeAll cannot finalize t while the
+// caller reads it (GoMLX's own accessors panic on a finalized tensor).
 func newTensor(t *tensors.Tensor) (*Tensor, error) {
 	if t == nil {
 		return nil, &dlpack.FieldError{Field: "tensor", Value: "nil", Err: ErrTensor}
 	}
+	if err := exports.add(t); err != nil {
+		return nil, err
+	}
+	x, err := describe(t)
+	if err != nil {
+		exports.done(t)
+	}
+	return x, err
+}
+
+func describe(t *tensors.Tensor) (*Tensor, error) {
 	if err := t.CheckValid(); err != nil {
 		return nil, &dlpack.FieldError{Field: "tensor", Value: "finalized", Err: ErrTensor, Why: err.Error()}
-	}
-	if exports.finalizing(t) {
-		return nil, &dlpack.FieldError{Field: "tensor", Value: "finalizing", Err: ErrTensor,
-			Why: "FinalizeAll is waiting for the tensor's exports to end"}
 	}
 	shape := t.Shape()
 	if shape.IsTuple() {
@@ -243,14 +255,12 @@ func (x *Tensor) DataType() dlpack.DataType { return x.dtype }
 // tensor that has since been finalized describes nothing more (ErrTensor):
 // GoMLX may have given that memory to another tensor.
 func (x *Tensor) DescribeTensor(d *dlpack.Description) error {
+	if x == nil {
+		return errNilTensor
+	}
 	if !x.copied {
-		if !x.src.Ok() {
-			return &dlpack.FieldError{Field: "tensor", Value: "finalized", Err: ErrTensor,
-				Why: "the GoMLX tensor was finalized; its memory may be reused"}
-		}
-		if !exports.add(x.src) {
-			return &dlpack.FieldError{Field: "tensor", Value: "finalizing", Err: ErrTensor,
-				Why: "FinalizeAll is waiting for the tensor's exports to end"}
+		if err := exports.add(x.src); err != nil {
+			return err
 		}
 	}
 	d.Data, d.Size, d.DType = x.data, x.size, x.dtype
@@ -267,12 +277,18 @@ func (x *Tensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 // DLPack implements dlpack.Producer with dlpack.Produce; a versioned
 // tensor of a Tensor's own copy carries FlagIsCopied.
 func (x *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	if x == nil {
+		return dlpack.Managed{}, errNilTensor
+	}
 	m, err := dlpack.Produce(x, req)
 	if err == nil && x.copied && m.Versioned != nil {
 		m.Versioned.Flags |= dlpack.FlagIsCopied
 	}
 	return m, err
 }
+
+// errNilTensor is the error of a nil *Tensor used as a producer.
+var errNilTensor = &dlpack.FieldError{Field: "producer", Value: "(*dlgomlx.Tensor)(nil)", Err: dlpack.ErrNilPointer}
 
 // owner is a Tensor in the role of a description's Owner: its
 // ReleaseTensor is the consumer's, not the user's.
@@ -301,50 +317,57 @@ type entry struct {
 	finalize bool
 }
 
-// add counts one more export of t, unless t's finalization is waiting.
-func (r *registry) add(t *tensors.Tensor) bool {
+// add counts one more export of t, unless t is finalized or its
+// finalization is waiting. It looks at t under r.mu, which FinalizeAll
+// and done also hold while they finalize t, so a tensor found valid here
+// stays valid until its exports are done.
+func (r *registry) add(t *tensors.Tensor) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.m[t]
+	if e != nil && e.finalize {
+		return &dlpack.FieldError{Field: "tensor", Value: "finalizing", Err: ErrTensor,
+			Why: "FinalizeAll is waiting for the tensor's exports to end"}
+	}
+	if !t.Ok() {
+		return &dlpack.FieldError{Field: "tensor", Value: "finalized", Err: ErrTensor,
+			Why: "the GoMLX tensor was finalized; its memory may be reused"}
+	}
 	if e == nil {
 		e = new(entry)
 		r.m[t] = e
 	}
-	if e.finalize {
-		return false
-	}
 	e.n++
-	return true
+	return nil
 }
 
-// finalizing reports whether t's finalization waits for its exports.
-func (r *registry) finalizing(t *tensors.Tensor) bool {
+// usable reports whether t is valid and not waiting for FinalizeAll.
+func (r *registry) usable(t *tensors.Tensor) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.m[t]
-	return e != nil && e.finalize
+	return t.Ok() && (e == nil || !e.finalize)
 }
 
 func (r *registry) done(t *tensors.Tensor) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	e := r.m[t]
 	if e == nil {
-		r.mu.Unlock()
 		return
 	}
 	e.n--
-	last := e.n == 0
-	if last {
+	if e.n == 0 {
 		delete(r.m, t)
-	}
-	r.mu.Unlock()
-	if last && e.finalize {
-		_ = t.FinalizeAll()
+		if e.finalize {
+			_ = t.FinalizeAll()
+		}
 	}
 }
 
 // Exports returns the number of consumers that hold t's memory through
-// tensors made by FromTensor.
+// tensors made by FromTensor (and any FromTensor or CopyFromTensor call
+// reading t at that moment).
 func Exports(t *tensors.Tensor) int {
 	exports.mu.Lock()
 	defer exports.mu.Unlock()
@@ -359,14 +382,16 @@ func Exports(t *tensors.Tensor) int {
 // consumer releases its tensor (its error is then dropped), and t must
 // not be used meanwhile. This is how to free a tensor whose memory may
 // still be read, without letting GoMLX reuse that memory under the
-// consumer.
+// consumer. A nil t is an error wrapping ErrTensor.
 func FinalizeAll(t *tensors.Tensor) error {
+	if t == nil {
+		return &dlpack.FieldError{Field: "tensor", Value: "nil", Err: ErrTensor}
+	}
 	exports.mu.Lock()
+	defer exports.mu.Unlock()
 	if e := exports.m[t]; e != nil {
 		e.finalize = true
-		exports.mu.Unlock()
 		return nil
 	}
-	exports.mu.Unlock()
 	return t.FinalizeAll()
 }

@@ -18,9 +18,11 @@ import (
 // owns a Go slice GoMLX made (FromShape, FromFlatDataAndDimensions and
 // simplego's BufferFromFlatData all copy, NewSharedBuffer allocates). So
 // ToTensor shares only when p is a FromTensor export, whose GoMLX tensor
-// comes back itself; any other producer is copied once, straight into
-// the memory the graph will read: a shared buffer of backend when it has
-// them (simplego), so executing the graph copies nothing more; an upload
+// comes back itself (unless it was finalized or waits for FinalizeAll:
+// then ToTensor fails with ErrTensor, as FromTensor does); any other
+// producer is copied once, straight into the memory the graph will read:
+// a shared buffer of backend when it has them (simplego), so executing
+// the graph copies nothing more; an upload
 // to the device otherwise (a second, staging copy first when the
 // producer's memory is strided or misaligned for the element type). Each
 // copy is counted in ReadStats. The tensor taken from p is released
@@ -31,7 +33,7 @@ import (
 // true. It fails with dlpack.ErrDataType for element types GoMLX lacks
 // and dlpack.ErrDevice for memory the CPU cannot read.
 func ToTensor(p dlpack.Producer, backend backends.Backend) (*tensors.Tensor, error) {
-	if x, ok := p.(*Tensor); ok && !x.copied && x.src.Ok() {
+	if x, ok := p.(*Tensor); ok && x != nil && !x.copied && exports.usable(x.src) {
 		stats.shared.Add(1)
 		return x.src, nil
 	}

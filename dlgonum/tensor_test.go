@@ -28,7 +28,7 @@ func settledOutstanding() int64 {
 
 // A view of a matrix goes Go to Go through the protocol with gonum's row
 // stride, sharing memory both ways, and comes back as a *mat.Dense.
-func TestDenseTensorRoundTrip(t *testing.T) {
+func TestFromDenseRoundTrip(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	view := m.Slice(1, 3, 1, 4).(*mat.Dense)
 	tn := dlgonum.FromDense(view)
@@ -52,7 +52,7 @@ func TestDenseTensorRoundTrip(t *testing.T) {
 
 // Produce hands the matrix to a C consumer, versioned or legacy as the
 // request says; the consumer's sum honours the row stride.
-func TestDenseTensorToC(t *testing.T) {
+func TestFromDenseToC(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	view := m.Slice(0, 2, 1, 3).(*mat.Dense) // 2, 3; 6, 7
 	p := dlgonum.FromDense(view)
@@ -75,7 +75,7 @@ func TestDenseTensorToC(t *testing.T) {
 
 // The C consumer may hold the tensor after Go dropped the matrix and the
 // Tensor: the export keeps them alive.
-func TestDenseTensorOutlivesMatrix(t *testing.T) {
+func TestFromDenseOutlivesMatrix(t *testing.T) {
 	mv := func() dlpack.Managed {
 		m := mat.NewDense(64, 64, nil)
 		for i := 0; i < 64; i++ {
@@ -102,7 +102,7 @@ func TestDenseTensorOutlivesMatrix(t *testing.T) {
 }
 
 // A column of a matrix is a vector with the row stride as increment.
-func TestVecDenseTensor(t *testing.T) {
+func TestFromVecDense(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	col := m.ColView(2).(*mat.VecDense)
 	mv, err := dlpack.Produce(dlgonum.FromVecDense(col), dlpack.DefaultRequest())
@@ -120,7 +120,7 @@ func TestVecDenseTensor(t *testing.T) {
 	assert.Equal(t, int64(0), settledOutstanding())
 }
 
-func TestCDenseTensor(t *testing.T) {
+func TestFromCDense(t *testing.T) {
 	m := mat.NewCDense(2, 3, []complex128{1 + 1i, 2, 3, 4, 5, 6 - 6i})
 	view := m.Slice(0, 2, 1, 3).(*mat.CDense)
 	mv, err := dlpack.Produce(dlgonum.FromCDense(view), dlpack.DefaultRequest())
@@ -161,7 +161,7 @@ func TestEmptyTensors(t *testing.T) {
 }
 
 // A copy request gives an independent tensor marked IS_COPIED.
-func TestDenseTensorCopy(t *testing.T) {
+func TestFromDenseCopy(t *testing.T) {
 	m := mat.NewDense(2, 2, []float64{1, 2, 3, 4})
 	req := dlpack.DefaultRequest()
 	req.Copy = dlpack.CopyAlways

@@ -11,7 +11,7 @@ import (
 )
 
 // A 1920x1080 RGBA frame: the cost does not depend on its size (no copy).
-func BenchmarkPixelsFrom(b *testing.B) {
+func BenchmarkFromImage(b *testing.B) {
 	img := image.NewNRGBA(image.Rect(0, 0, 1920, 1080))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -46,7 +46,7 @@ func BenchmarkProduceRelease(b *testing.B) {
 }
 
 // The explicit copy of a 16-bit frame (big-endian bytes to native uint16).
-func BenchmarkCopyNRGBA64(b *testing.B) {
+func BenchmarkCopyFromNRGBA64(b *testing.B) {
 	img := image.NewNRGBA64(image.Rect(0, 0, 1920, 1080))
 	b.SetBytes(int64(len(img.Pix)))
 	b.ReportAllocs()
@@ -58,7 +58,7 @@ func BenchmarkCopyNRGBA64(b *testing.B) {
 }
 
 // An (H, W, 3) tensor copied into an image (the path for RGB arrays).
-func BenchmarkCopyRGBAFromHWC3(b *testing.B) {
+func BenchmarkCopyToRGBAFromHWC3(b *testing.B) {
 	a := dlpack.NewArray(make([]uint8, 1920*1080*3), 1080, 1920, 3)
 	f, err := dlpack.From(a)
 	if err != nil {

@@ -4,6 +4,8 @@
 //
 //   - Into a tensor, no copy: OpenNPY, OpenNPZ, OpenSafetensors (each
 //     tensor of the File a view of the mapping).
+//   - Out of a tensor, sharing memory: CreateNPY, CreateSafetensors (a
+//     file created mapped read-write, its tensors filled in place).
 //   - Copies: ReadNPY (a .npy file read into memory, big-endian data
 //     converted), WriteNPY, WriteNPZ, WriteSafetensors (any producer to a
 //     file).
@@ -35,7 +37,10 @@
 //     dlpack.Buffer each, their CRC checked. Tensor.Mapped tells which.
 //     OpenNPZ maps read-only (a write would leave the member's CRC stale).
 //   - safetensors: tensors ordered by offset, each a view at 8 + N +
-//     begin. dtypes: BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64,
+//     begin; a tensor misaligned there for its element type (a header
+//     not padded to 8 bytes, as files written before the reference
+//     implementation padded it have) is copied into a dlpack.Buffer
+//     instead, and refused by a ReadWrite open. dtypes: BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64,
 //     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu); the
 //     sub-byte F4 and F6 types fail with ErrDType. Like the reference
 //     implementation, the tensors must tile the data section exactly.

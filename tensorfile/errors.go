@@ -14,7 +14,8 @@ import (
 var (
 	// ErrFormat: the file is not of the format it is opened as: bad magic,
 	// unknown version, a header that does not parse (dict literal or JSON),
-	// missing, repeated or unknown keys.
+	// missing, repeated or unknown keys; a path that is not a regular
+	// file (a directory, a named pipe, a device).
 	ErrFormat = errors.New("tensorfile: malformed header")
 	// ErrTruncated: the file is shorter (or longer) than its header says,
 	// or a header length or data offset points past its end.

@@ -3,6 +3,7 @@ package tensorfile
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,9 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	if writable {
 		flag = os.O_RDWR
 	}
+	if err := regular(path); err != nil {
+		return nil, nil, 0, err
+	}
 	fd, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, nil, 0, err
@@ -124,6 +128,30 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	m.register()
 	liveMappings.Add(1)
 	return &File{m: m, writable: writable, path: path, info: st}, fd, size, nil
+}
+
+// regular refuses a path that exists and is not a regular file, before
+// it is opened: opening a named pipe blocks until a writer comes, and a
+// directory or a device has nothing to map. Other errors are left to the
+// open.
+func regular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	m := st.Mode()
+	kind := m.Type().String()
+	switch {
+	case m.IsDir():
+		kind = "directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "named pipe"
+	case m&fs.ModeSocket != 0:
+		kind = "socket"
+	case m&fs.ModeDevice != 0:
+		kind = "device"
+	}
+	return fieldErr(ErrFormat, "file", path, "not a regular file: a "+kind)
 }
 
 // readPrefix reads the first min(n, size) bytes of fd.
@@ -249,9 +277,10 @@ func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
 func (t *Tensor) NBytes() int64 { return t.nbytes }
 
 // Mapped reports whether the tensor is a view of the file's mapping (true
-// for .npy and safetensors tensors and for stored, suitably aligned .npz
-// members) rather than a copy in a dlpack.Buffer (deflated or misaligned
-// .npz members, ReadNPY).
+// for .npy tensors, and for safetensors tensors and stored .npz members
+// suitably aligned for their type) rather than a copy in a dlpack.Buffer
+// (deflated or misaligned .npz members, misaligned safetensors tensors,
+// ReadNPY).
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 
 // ReadOnly reports whether exports of the tensor are read-only.

@@ -328,6 +328,9 @@ func (h *npyHeader) checkSize(n int64) error {
 // tensor is writable and not Mapped; writes do not reach the file. Buffers
 // need cgo: without it ReadNPY fails with dlpack.ErrCgoRequired.
 func ReadNPY(path string) (*File, error) {
+	if err := regular(path); err != nil {
+		return nil, err
+	}
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -173,7 +173,10 @@ func (h *stHeader) checkOffsets(size int64) error {
 // OpenSafetensors maps the safetensors file at path (read-only unless
 // ReadWrite) and returns its tensors, each a view of the mapping (the
 // data section starts right after the header, at 8 + N), ordered by
-// offset, and its __metadata__. Nothing of the data is read. Dtypes:
+// offset, and its __metadata__. Nothing of the data is read, except a
+// tensor misaligned for its element type (a header not padded to 8
+// bytes), which is read into a dlpack.Buffer (Tensor.Mapped is false; a
+// ReadWrite open fails with ErrLayout instead). Dtypes:
 // BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64, F8_E4M3
 // (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
 // and F6 types fail with ErrDType.
@@ -211,8 +214,27 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 	f.tensors = make([]*Tensor, 0, len(h.entries))
 	for _, e := range h.entries {
 		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
-		if t.nbytes > 0 {
-			t.data = f.m.at(h.dataBase + e.begin)
+		switch off := h.dataBase + e.begin; {
+		case t.nbytes == 0:
+		case off%int64(alignOf(e.dtype)) == 0:
+			t.data = f.m.at(off)
+		case f.writable:
+			return fieldErr(ErrLayout, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end},
+				fmt.Sprintf("file offset %d is misaligned for %v: a copy would not write to the file", off, e.dtype))
+		default:
+			// A file whose header is not padded to 8 bytes (written
+			// before the reference implementation padded it):
+			// consumers need aligned elements, so this tensor is read
+			// into a Buffer, as a misaligned .npz member is.
+			buf, err := dlpack.NewBuffer[uint8](t.nbytes)
+			if err != nil {
+				return err
+			}
+			f.bufs = append(f.bufs, buf)
+			if _, err := fd.ReadAt(buf.Data(), off); err != nil {
+				return fieldErr(ErrTruncated, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end}, err.Error())
+			}
+			t.buf = buf
 		}
 		if err := f.add(t); err != nil {
 			return err

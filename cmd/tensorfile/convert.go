@@ -74,6 +74,9 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	if *compress && outFmt != formatNPZ {
 		return usagef("convert: --compress applies to .npz outputs only")
 	}
+	if outPath, err = outputPath(outPath); err != nil {
+		return err
+	}
 
 	in, err := open(inPath, inFmt)
 	if err != nil {
@@ -105,6 +108,32 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// outputPath checks OUT before anything is read or written, and returns
+// the path to write: a symbolic link's target, so that the link stays a
+// link. OUT must be a regular file or not exist, in a directory that
+// does: the rename that completes a conversion would replace a
+// directory's entry for a device (/dev/null, /dev/stdout) with a regular
+// file.
+func outputPath(path string) (string, error) {
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && !st.Mode().IsRegular():
+		return "", fmt.Errorf("%s: %w", path, notRegular(st.Mode()))
+	case err == nil:
+		return path, nil
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	} else if !st.IsDir() {
+		return "", fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	return path, nil
+}
+
 // choose returns the tensors to write, in file order (or the order of
 // pick), named for the output.
 func choose(in *input, pick names, out format, stderr io.Writer) ([]*entry, error) {
@@ -132,6 +161,9 @@ func choose(in *input, pick names, out format, stderr io.Writer) ([]*entry, erro
 		if e.err != nil {
 			return nil, fmt.Errorf("%s: %w", in.path, e.err)
 		}
+	}
+	if out == formatNPY && len(todo) == 0 {
+		return nil, fmt.Errorf("%s: no tensor to write to a .npy file", in.path)
 	}
 	if out == formatNPY && len(todo) != 1 {
 		return nil, usagef("convert: %s holds %d tensors and a .npy file one: pick it with --tensor NAME (%s)",

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,9 @@ func formatByExtension(path string) (format, bool) {
 // formatOf names the format of an existing file: by extension, else by its
 // first bytes.
 func formatOf(path string) (format, error) {
+	if err := regular(path); err != nil {
+		return "", err
+	}
 	if f, ok := formatByExtension(path); ok {
 		return f, nil
 	}
@@ -79,6 +83,34 @@ func formatOf(path string) (format, error) {
 		return formatSafetensors, nil
 	}
 	return "", usagef("%s: cannot tell the format from the name or the first bytes; name it with --from", path)
+}
+
+// regular refuses an input that exists and is not a regular file, naming
+// what it is: opening a named pipe blocks until a writer comes, and a
+// directory or a device cannot be mapped. Any other error (no such file)
+// is left to the library that opens the file, to report in its words.
+func regular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: notRegular(st.Mode())}
+}
+
+// notRegular is the error about a file of mode m, which is not regular.
+func notRegular(m fs.FileMode) error {
+	kind := "mode " + m.Type().String()
+	switch {
+	case m.IsDir():
+		kind = "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket"
+	case m&fs.ModeDevice != 0:
+		kind = "a device"
+	}
+	return fmt.Errorf("not a regular file (%s)", kind)
 }
 
 // tensorSource is what both libraries' tensors are: a description of
@@ -111,6 +143,9 @@ type input struct {
 
 // open maps the file at path through the library of its format.
 func open(path string, f format) (*input, error) {
+	if err := regular(path); err != nil {
+		return nil, err
+	}
 	in := &input{path: path, format: f}
 	switch f {
 	case formatNPY, formatNPZ, formatSafetensors:

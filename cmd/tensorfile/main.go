@@ -2,16 +2,17 @@
 // .npz, safetensors, and Arrow IPC files (Feather v2). It is a thin layer
 // over packages tensorfile and dlarrow, which memory-map the input, so no
 // file is read into memory as a whole (except what cannot be mapped: the
-// members of a deflated or misaligned .npz, which package tensorfile
-// copies when it opens the archive).
+// members of a deflated or misaligned .npz, and safetensors tensors
+// misaligned in their file, which package tensorfile copies when it opens
+// the file).
 //
 //	go run github.com/godlpack/dlpack/cmd/tensorfile inspect [--json] FILE...
 //	go run github.com/godlpack/dlpack/cmd/tensorfile convert [flags] IN OUT
 //
 // inspect prints, for each file, every tensor's name, data type, shape,
 // size in bytes, memory layout (C or Fortran order, or strided) and whether
-// it is mapped (a zero-copy view of the file) or copied (a deflated .npz
-// member), then the file's metadata (safetensors __metadata__, the Arrow
+// it is mapped (a zero-copy view of the file) or copied (a deflated or
+// misaligned .npz member, a misaligned safetensors tensor), then the file's metadata (safetensors __metadata__, the Arrow
 // schema's metadata). With --json it prints one JSON document instead:
 //
 //	{"files": [{
@@ -37,7 +38,8 @@
 // --from and --to override). The input is mapped and each tensor streams
 // from the mapping through a buffered writer into a temporary file next to
 // OUT, renamed to OUT only when everything was written: a failure never
-// leaves a partial OUT. On a terminal, inputs of 32 MiB or more show a
+// leaves a partial OUT. OUT is a new name or a regular file (a symbolic
+// link is written through); IN is a regular file. On a terminal, inputs of 32 MiB or more show a
 // progress bar on standard error; when standard error is not a terminal,
 // nothing but errors and notes (metadata a format cannot keep, columns left
 // out) is printed. Flags:
