@@ -224,16 +224,41 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if dev == (Device{}) {
 		dev = CPUDevice
 	}
-	var flags Flags
-	if d.ReadOnly {
-		flags = FlagReadOnly
-	}
 	// Field by field: c lives in the heap, and a whole-struct store of a
 	// type with pointers costs a typed copy.
-	c.dtype, c.device, c.flags, c.version, c.legacy = d.DType, dev, flags, CurrentVersion, false
-	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !d.ReadOnly
+	c.dtype, c.device = d.DType, dev
+	if err := d.DType.Validate(); err != nil {
+		c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+		return prefixed(err, "description.")
+	}
+	if dev.Type != CPU || dev.ID != 0 {
+		if err := dev.Validate(); err != nil {
+			c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+			return prefixed(err, "description.")
+		}
+	}
+	base := uintptr(d.Data)
+	if d.Data == nil {
+		base = d.Addr
+	}
+	return c.checkGeometry(base, d.Data == nil && dev.Type == CPU, d.Size, d.ByteOffset, d.Shape, d.Strides, d.ReadOnly, dims)
+}
+
+// checkGeometry is the part of checkDescription that every description
+// needs, c.dtype and c.device already set and valid: the shape and
+// strides, and that every element lies inside the size bytes from base.
+// cpuAddr says that CPU memory came as an address, not as Data (refused
+// unless the tensor is empty). Array's path to From calls it directly,
+// its type settling the rest.
+func (c *checked) checkGeometry(base uintptr, cpuAddr bool, size uintptr, byteOffset uint64, shape, strides []int64, readOnly bool, dims []int64) error {
+	var flags Flags
+	if readOnly {
+		flags = FlagReadOnly
+	}
+	c.flags, c.version, c.legacy = flags, CurrentVersion, false
+	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !readOnly
 	c.ndim, c.extent = 0, extent{}
-	n := len(d.Shape)
+	n := len(shape)
 	if n > MaxNDim {
 		c.shape, c.strides = nil, nil
 		return fieldErr(ErrNDim, "description.shape", n, "ndim must be 0.."+strconv.Itoa(MaxNDim))
@@ -242,26 +267,14 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 		dims = make([]int64, 2*n)
 	}
 	c.shape, c.strides = dims[:n:n], dims[n:2*n:2*n]
-	if err := d.DType.Validate(); err != nil {
-		return prefixed(err, "description.")
-	}
-	if dev.Type != CPU || dev.ID != 0 {
-		if err := dev.Validate(); err != nil {
-			return prefixed(err, "description.")
-		}
-	}
-	if d.Strides != nil && len(d.Strides) != n {
-		return fieldErr(ErrStrides, "description.strides", clone(d.Strides), "want "+strconv.Itoa(n)+" strides for the shape")
+	if strides != nil && len(strides) != n {
+		return fieldErr(ErrStrides, "description.strides", clone(strides), "want "+strconv.Itoa(n)+" strides for the shape")
 	}
 	var err error
-	if c.extent, err = checkDims(d.Shape, d.Strides, c.shape, c.strides, "description."); err != nil {
+	if c.extent, err = checkDims(shape, strides, c.shape, c.strides, "description."); err != nil {
 		return err
 	}
 	c.ndim = n
-	base := uintptr(d.Data)
-	if d.Data == nil {
-		base = d.Addr
-	}
 	if c.numel == 0 {
 		c.rawData, c.data = base, base
 		return nil
@@ -269,25 +282,25 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if base == 0 {
 		return fieldErr(ErrNullData, "description.data", "nil", strconv.FormatInt(c.numel, 10)+" elements")
 	}
-	if d.Data == nil && dev.Type == CPU {
+	if cpuAddr {
 		return fieldErr(ErrNullData, "description.data", "nil", "CPU memory is described by Data, not Addr")
 	}
 	var lo, hi int64
 	ok := true
-	if c.contiguous && !d.DType.IsSubbyte() {
-		hi, ok = mulCheck(c.numel, int64(d.DType.ItemSize()))
+	if c.contiguous && !c.dtype.IsSubbyte() {
+		hi, ok = mulCheck(c.numel, int64(c.dtype.ItemSize()))
 	} else {
-		lo, hi, ok = c.byteSpan(d.DType, false)
+		lo, hi, ok = c.byteSpan(c.dtype, false)
 	}
-	if !ok || d.ByteOffset > uint64(maxInt64) {
+	if !ok || byteOffset > uint64(maxInt64) {
 		return fieldErr(ErrOverflow, "description.strides", clone(c.strides), "byte extent overflows int64")
 	}
-	first := int64(d.ByteOffset)
-	if lo+first < 0 || uint64(hi+first) > uint64(d.Size) {
+	first := int64(byteOffset)
+	if lo+first < 0 || uint64(hi+first) > uint64(size) {
 		return fieldErr(ErrShape, "description.shape", clone(c.shape),
-			"with strides "+formatInts(c.strides)+" and byte offset "+strconv.FormatUint(d.ByteOffset, 10)+
+			"with strides "+formatInts(c.strides)+" and byte offset "+strconv.FormatUint(byteOffset, 10)+
 				" the tensor reaches bytes "+strconv.FormatInt(lo+first, 10)+".."+strconv.FormatInt(hi+first, 10)+
-				" of "+strconv.FormatUint(uint64(d.Size), 10))
+				" of "+strconv.FormatUint(uint64(size), 10))
 	}
 	c.rawData, c.data = base, base+uintptr(first)
 	return nil
@@ -548,19 +561,23 @@ func From(p Producer, opts ...ImportOption) (Foreign, error) {
 	if len(opts) > 0 && hasOption(opts, importWritable) {
 		req.Writable = true
 	}
-	if src, ok := p.(Source); ok {
-		return fromSource(src, &req, opts)
-	}
-	return fromProducer(p, &req, opts)
+	return fromAny(p, &req, opts)
 }
 
 // FromRequest is From with the request stated: a copy forced or forbidden,
 // a stream, a legacy tensor.
 func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error) {
-	if src, ok := p.(Source); ok {
-		return fromSource(src, &req, opts)
+	return fromAny(p, &req, opts)
+}
+
+func fromAny(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
+	if a, ok := p.(goArray); ok {
+		return fromArray(a, req, opts)
 	}
-	return fromProducer(p, &req, opts)
+	if src, ok := p.(Source); ok {
+		return fromSource(src, req, opts)
+	}
+	return fromProducer(p, req, opts)
 }
 
 // fromProducer asks a Producer that is not a Source for its tensor and
@@ -641,6 +658,49 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	return Foreign{s: s, own: own, gen: gen}, nil
 }
 
+// goArray is implemented by *Array[T]: From takes an Array into the
+// import's state directly, with the checks a Description gets but without
+// building one, and without the checks its type settles (a valid element
+// type, CPU memory, an owner with nothing to release).
+type goArray interface {
+	Source
+	// describeInto fills c with the checked tensor and returns the
+	// address of Data, as DescribeTensor and checkDescription would.
+	describeInto(c *checked, dims []int64) (unsafe.Pointer, error)
+}
+
+// fromArray is From's path for an Array: fromSource without the
+// Description.
+func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
+	s := statePool.Get().(*foreignState)
+	data, err := a.describeInto(&s.c, s.dims[:])
+	var copyData bool
+	if err == nil {
+		copyData, err = negotiate(&s.c, req, true) // an accepted Array is in Go memory, or empty
+	}
+	if err == nil && !copyData {
+		s.deleter, s.self = 0, 0
+		if len(opts) == 0 {
+			s.hostOK = true // what settle decides for Go memory without options
+		} else {
+			err = s.settle(nil, false, opts)
+		}
+	}
+	if err != nil || copyData {
+		s.recycle()
+		if err != nil {
+			return Foreign{}, err
+		}
+		return fromSource(a, req, opts) // a copy: the general path
+	}
+	if s.c.numel > 0 {
+		s.goBase, s.goOff = unsafe.Add(data, s.c.data-s.c.rawData), 0
+	}
+	s.native, s.owned, s.owner = true, true, a
+	s.holds.Store(1)
+	return Foreign{s: s, own: nativeOwner, gen: s.gen()}, nil
+}
+
 // ---- Array: a Go slice with a shape ---------------------------------------
 
 // Array is the plain Go tensor: a slice, the shape of its elements and
@@ -686,6 +746,19 @@ func (a *Array[T]) DescribeTensor(d *Description) error {
 	d.ReadOnly = a.ReadOnly
 	d.Owner = a
 	return nil
+}
+
+// describeInto implements goArray.
+func (a *Array[T]) describeInto(c *checked, dims []int64) (unsafe.Pointer, error) {
+	if a.Offset < 0 || a.Offset > len(a.Data) {
+		return nil, fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
+	}
+	var z T
+	size := unsafe.Sizeof(z)
+	data := unsafe.Pointer(unsafe.SliceData(a.Data))
+	c.dtype, c.device = DataTypeOf[T](), CPUDevice
+	err := c.checkGeometry(uintptr(data), false, uintptr(len(a.Data))*size, uint64(a.Offset)*uint64(size), a.Shape, a.Strides, a.ReadOnly, dims)
+	return data, err
 }
 
 // DLPackDevice implements Producer: the CPU.
