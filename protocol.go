@@ -1,11 +1,14 @@
 package dlpack
 
 import (
+	"fmt"
 	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // ---- The producer protocol -------------------------------------------------
@@ -370,10 +373,14 @@ var producePool = sync.Pool{New: func() any { return new(produceState) }}
 // Offsets are folded into the data pointer (byte_offset is 0, as consumers
 // that ignore byte_offset expect), strides are always sent, and Go memory
 // is pinned until the deleter. On error nothing is outstanding and the
-// owner has been released.
+// owner has been released. A nil s, or a nil pointer (a typed nil such as
+// a nil *Array), is refused with an error wrapping ErrNilPointer.
 func Produce(s Source, req Request) (Managed, error) {
 	if !cgoEnabled {
 		return Managed{}, ErrCgoRequired
+	}
+	if nilcheck.IsNil(s) {
+		return Managed{}, nilProducer(s)
 	}
 	ps := producePool.Get().(*produceState)
 	err := s.DescribeTensor(&ps.d)
@@ -555,7 +562,10 @@ func numelOf(shape []int64) int64 {
 // no C block, no pinning, no handle and no call into C; its Owner is kept
 // by the Foreign and released at Close. Other producers are asked through
 // DLPack and their tensor imported as Import does. The options apply as
-// for Import. On error nothing is held.
+// for Import. On error nothing is held: a tensor that a producer's DLPack
+// returned together with an error (which breaks the Producer contract) is
+// released. A nil p, or a nil pointer (a typed nil such as a nil *Array),
+// is refused with an error wrapping ErrNilPointer.
 func From(p Producer, opts ...ImportOption) (Foreign, error) {
 	req := Request{MaxVersion: CurrentVersion}
 	if len(opts) > 0 && hasOption(opts, importWritable) {
@@ -572,7 +582,10 @@ func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error)
 
 func fromAny(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
 	if a, ok := p.(goArray); ok {
-		return fromArray(a, req, opts)
+		return fromArray(a, req, opts) // a nil *Array is refused there
+	}
+	if nilcheck.IsNil(p) {
+		return Foreign{}, nilProducer(p)
 	}
 	if src, ok := p.(Source); ok {
 		return fromSource(src, req, opts)
@@ -580,11 +593,24 @@ func fromAny(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
 	return fromProducer(p, req, opts)
 }
 
+// nilProducer is the error for a nil producer or source: nil, or a nil
+// pointer, whose methods would panic on it.
+func nilProducer(p any) error {
+	v := "nil"
+	if p != nil {
+		v = fmt.Sprintf("(%T)(nil)", p)
+	}
+	return fieldErr(ErrNilPointer, "producer", v, "")
+}
+
 // fromProducer asks a Producer that is not a Source for its tensor and
 // imports it.
 func fromProducer(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
 	m, err := p.DLPack(*req)
 	if err != nil {
+		// A producer returns no tensor with an error; one that did broke
+		// the contract, and the tensor is ours to release.
+		m.Release()
 		return Foreign{}, err
 	}
 	if m.Pointer() == nil {
@@ -736,6 +762,9 @@ func NewArray[T Element](data []T, shape ...int64) *Array[T] {
 
 // DescribeTensor implements Source.
 func (a *Array[T]) DescribeTensor(d *Description) error {
+	if a == nil {
+		return nilProducer(a)
+	}
 	if a.Offset < 0 || a.Offset > len(a.Data) {
 		return fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
 	}
@@ -750,6 +779,9 @@ func (a *Array[T]) DescribeTensor(d *Description) error {
 
 // describeInto implements goArray.
 func (a *Array[T]) describeInto(c *checked, dims []int64) (unsafe.Pointer, error) {
+	if a == nil {
+		return nil, nilProducer(a)
+	}
 	if a.Offset < 0 || a.Offset > len(a.Data) {
 		return nil, fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // Copy is the explicit copy for what FromArray refuses to share: it
@@ -16,6 +17,9 @@ import (
 // for the other temporal types, minifloat.Float16 for float16); otherwise
 // it fails with dlpack.ErrTypeMismatch. Other types fail as in FromArray.
 func Copy[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T], error) {
+	if nilcheck.IsNil(arr) {
+		return nil, nilArgument("array", arr)
+	}
 	want := dlpack.DataTypeOf[T]()
 	n := arr.Len()
 	out := dlpack.AlignedSlice[T](n)

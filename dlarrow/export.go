@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/tensor"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // retainer is what Arrow arrays, Arrow tensors and mapped files share: a
@@ -59,6 +60,9 @@ type Tensor struct {
 // and every other type (ErrType). FromArray retains arr; call Release on
 // the Tensor when no more exports are needed.
 func FromArray(arr arrow.Array) (*Tensor, error) {
+	if nilcheck.IsNil(arr) {
+		return nil, nilArgument("array", arr)
+	}
 	if name, meta, storage, ok := extensionOf(arr); ok {
 		return fromExtension(name, meta, storage)
 	}
@@ -75,6 +79,9 @@ func FromArray(arr arrow.Array) (*Tensor, error) {
 // order, without copying (see FromArray). On error no Tensor is returned
 // and nothing stays retained.
 func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
+	if c == nil {
+		return nil, nilArgument("chunked", c)
+	}
 	ts := make([]*Tensor, 0, len(c.Chunks()))
 	for i, ch := range c.Chunks() {
 		t, err := FromArray(ch)
@@ -94,6 +101,9 @@ func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
 // Date32 and Date64 tensors export their integer storage (see Unit). It
 // retains t until Release, and every export retains it until its deleter.
 func FromTensor(t tensor.Interface) (*Tensor, error) {
+	if nilcheck.IsNil(t) {
+		return nil, nilArgument("tensor", t)
+	}
 	st, err := storageOf(t.DataType())
 	if err != nil {
 		return nil, err
@@ -283,4 +293,10 @@ func nullsIn(arr arrow.Array, start, n int) int {
 		return 0
 	}
 	return n - bitutil.CountSetBits(bits, arr.Data().Offset()+start, n)
+}
+
+// nilArgument is the error of a function given nil, or a nil pointer,
+// where it needs an Arrow value: dlpack.ErrNilPointer naming the argument.
+func nilArgument(name string, v any) error {
+	return &dlpack.FieldError{Field: name, Value: fmt.Sprintf("%T(nil)", v), Err: dlpack.ErrNilPointer}
 }

@@ -37,6 +37,9 @@ import (
 // strides (row stride, 1), without copying. See dlpack.Export for the
 // contract; m's data must not change while a consumer may read it.
 func ExportDense(m *mat.Dense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
+	if m == nil {
+		return nil, errNilMatrix
+	}
 	raw := m.RawMatrix()
 	return dlpack.Export(raw.Data, []int64{int64(raw.Rows), int64(raw.Cols)},
 		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Stride), 1)}, opts...)...)
@@ -45,6 +48,9 @@ func ExportDense(m *mat.Dense, opts ...dlpack.ExportOption) (*dlpack.ManagedTens
 // ExportVecDense lends v as a 1-d float64 tensor whose stride is v's
 // increment, without copying.
 func ExportVecDense(v *mat.VecDense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
+	if v == nil {
+		return nil, errNilMatrix
+	}
 	raw := v.RawVector()
 	return dlpack.Export(raw.Data, []int64{int64(raw.N)},
 		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Inc))}, opts...)...)
@@ -52,6 +58,9 @@ func ExportVecDense(v *mat.VecDense, opts ...dlpack.ExportOption) (*dlpack.Manag
 
 // ExportCDense lends m as a rows x cols complex128 tensor, without copying.
 func ExportCDense(m *mat.CDense, opts ...dlpack.ExportOption) (*dlpack.ManagedTensorVersioned, error) {
+	if m == nil {
+		return nil, errNilMatrix
+	}
 	raw := m.RawCMatrix()
 	return dlpack.Export(raw.Data, []int64{int64(raw.Rows), int64(raw.Cols)},
 		append([]dlpack.ExportOption{dlpack.WithStrides(int64(raw.Stride), 1)}, opts...)...)
@@ -200,3 +209,6 @@ func copy2D[T float64 | complex128](f dlpack.Foreign) ([]T, int, int, error) {
 	}
 	return data, int(f.Dim(0)), int(f.Dim(1)), nil
 }
+
+// errNilMatrix is the error for a nil matrix or vector.
+var errNilMatrix = &dlpack.FieldError{Field: "matrix", Value: "nil", Err: dlpack.ErrNilPointer, Why: "nil matrix"}

@@ -6,6 +6,7 @@ import (
 	"image/color"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // Tensor is a tensor of 8-bit samples lying in a Go byte slice: the pixels
@@ -99,9 +100,13 @@ func (t *Tensor) check() (int64, error) {
 // img's memory: a sub-image is described through its offset into Pix and
 // its parent's row stride. It fails with ErrBigEndian for the 16-bit
 // types (use CopyGray16, CopyRGBA64 or CopyNRGBA64), ErrUnsupported for
-// *image.YCbCr (use Planes) and every other type, and ErrMalformed for an
-// image whose Pix cannot hold its Rect.
+// *image.YCbCr (use Planes) and every other type, ErrMalformed for an
+// image whose Pix cannot hold its Rect, and dlpack.ErrNilPointer for nil
+// or a nil pointer (as do Planes and the Copy functions).
 func Pixels(img image.Image) (*Tensor, error) {
+	if nilcheck.IsNil(img) {
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", fmt.Sprintf("%T", img), "nil image")
+	}
 	switch m := img.(type) {
 	case *image.Gray:
 		if m != nil {
@@ -134,7 +139,7 @@ func Pixels(img image.Image) (*Tensor, error) {
 	default:
 		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "no tensor layout for this type")
 	}
-	return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "nil image")
+	return nil, fieldErr(dlpack.ErrNilPointer, "image", fmt.Sprintf("%T", img), "nil image")
 }
 
 // newTensor describes the samples of rectangle r of an image whose pixel
@@ -175,7 +180,7 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 // *image.NYCbCrA, Planes(&img.YCbCr) gives its colour planes.
 func Planes(img *image.YCbCr) (y, cb, cr *Tensor, err error) {
 	if img == nil {
-		return nil, nil, nil, fieldErr(ErrUnsupported, "image", "*image.YCbCr", "nil image")
+		return nil, nil, nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.YCbCr", "nil image")
 	}
 	r := img.Rect
 	var h, w, ch, cw, yOff, cOff int
@@ -234,7 +239,7 @@ func Palette(p color.Palette) *dlpack.Array[uint8] {
 // Pix cannot hold its Rect.
 func CopyGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.Gray16", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.Gray16", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 1, img.PixOffset)
 }
@@ -243,7 +248,7 @@ func CopyGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
 // of alpha-premultiplied samples, as the image holds them.
 func CopyRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.RGBA64", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.RGBA64", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 4, img.PixOffset)
 }
@@ -252,7 +257,7 @@ func CopyRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
 // array of non-premultiplied samples.
 func CopyNRGBA64(img *image.NRGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.NRGBA64", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.NRGBA64", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 4, img.PixOffset)
 }

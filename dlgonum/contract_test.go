@@ -1,0 +1,52 @@
+package dlgonum_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgonum"
+)
+
+// TestNilMatrices: every constructor given a nil matrix or vector gives
+// an error wrapping dlpack.ErrNilPointer (at once, or from every consumer
+// of the Tensor it returns), never a panic.
+func TestNilMatrices(t *testing.T) {
+	tensors := map[string]func() *dlgonum.Tensor{
+		"DenseTensor":    func() *dlgonum.Tensor { return dlgonum.DenseTensor(nil) },
+		"VecDenseTensor": func() *dlgonum.Tensor { return dlgonum.VecDenseTensor(nil) },
+		"CDenseTensor":   func() *dlgonum.Tensor { return dlgonum.CDenseTensor(nil) },
+		"typed nil":      func() *dlgonum.Tensor { return nil },
+	}
+	for name, make := range tensors {
+		t.Run(name, func(t *testing.T) {
+			var tn *dlgonum.Tensor
+			require.NotPanics(t, func() { tn = make() })
+			var d dlpack.Description
+			require.ErrorIs(t, tn.DescribeTensor(&d), dlpack.ErrNilPointer)
+			_, err := dlpack.From(tn)
+			require.ErrorIs(t, err, dlpack.ErrNilPointer)
+			for _, req := range []dlpack.Request{{}, dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
+				m, err := dlpack.Produce(tn, req)
+				require.ErrorIs(t, err, dlpack.ErrNilPointer)
+				assert.Nil(t, m.Pointer())
+			}
+		})
+	}
+	exports := map[string]func() (*dlpack.ManagedTensorVersioned, error){
+		"ExportDense":    func() (*dlpack.ManagedTensorVersioned, error) { return dlgonum.ExportDense(nil) },
+		"ExportVecDense": func() (*dlpack.ManagedTensorVersioned, error) { return dlgonum.ExportVecDense((*mat.VecDense)(nil)) },
+		"ExportCDense":   func() (*dlpack.ManagedTensorVersioned, error) { return dlgonum.ExportCDense(nil) },
+	}
+	for name, export := range exports {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			require.NotPanics(t, func() { _, err = export() })
+			require.ErrorIs(t, err, dlpack.ErrNilPointer)
+		})
+	}
+	assert.Zero(t, dlpack.Outstanding())
+}
