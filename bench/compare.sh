@@ -54,6 +54,19 @@ row "Go: Arrow column, Produce + C release" "an arrow-go float32 column (1024 va
 row "pyarrow $PYARROW_VERSION: np.from_dlpack(a)" "a pyarrow float32 array (1024 values) to NumPy through pyarrow's versioned capsule, array dropped" "$pyarrow_ns"
 row "Rust dlpark 0.10.0: round trip" "export (Arc-shared data), into_raw, from_raw, validate, slice, drop" "$dlpark_ns"
 
+# The targets of this table, judged on this run's figures.
+status() { # description, ratio, limit, strict (1: ratio must be below the limit)
+	local met
+	if [ "$4" = 1 ]; then met=$(echo "$2 < $3" | bc -l); else met=$(echo "$2 <= $3" | bc -l); fi
+	if [ "$met" = 1 ]; then met=met; else met=missed; fi
+	printf -- '- target: %s: %.2f× (limit %s×): **%s**\n' "$1" "$2" "$3" "$met"
+}
+echo
+status "protocol Go → Go (From) at or under Rust dlpark's round trip" "$(echo "$(median ProtocolGoToGo) / $dlpark_ns" | bc -l)" 1.0 0
+status "Export + C release at most 15× the C floor" "$(echo "$(median ExportRelease) / $floor" | bc -l)" 15 0
+status "owned Import + Close at most 20× the C floor" "$(echo "$(median ImportClose) / $floor" | bc -l)" 20 0
+status "an Arrow column to C faster than pyarrow's np.from_dlpack(a) (Go / pyarrow)" "$(echo "$(median ArrowProduce) / $pyarrow_ns" | bc -l)" 1.0 1
+
 # Tensor files (package tensorfile): open a file and take every tensor in
 # it, for the same sparse files in Go, NumPy and safetensors.
 echo "== tensor files (Go x$COUNT, then NumPy and safetensors)" >&2
