@@ -3,6 +3,7 @@ package dlpack
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -196,6 +197,45 @@ type Description struct {
 	// Owner is kept reachable until the last consumer is done; if it
 	// implements Releaser, ReleaseTensor is called then, exactly once.
 	Owner any
+	// Checked, when set, is a description that CheckDescription has
+	// already validated, and stands for every field above but Owner
+	// (which are then ignored): a Source that hands out the same memory
+	// again and again checks it once, not at every export.
+	Checked *CheckedDescription
+}
+
+// CheckedDescription is a Description validated once by CheckDescription,
+// for a Source to hand out through Description.Checked. It is immutable:
+// it holds its own copies of the shape and strides, and the memory it
+// describes must stay valid (kept by the Source's Owner) while it is used.
+type CheckedDescription struct {
+	d Description // Owner and Checked nil
+	c checked
+}
+
+// CheckDescription validates d as Produce and From would (the errors name
+// "description.<field>") and returns it checked, without d.Owner, which
+// each use of it supplies. d.Checked is not allowed.
+func CheckDescription(d *Description) (*CheckedDescription, error) {
+	if d.Checked != nil {
+		return nil, fieldErr(ErrRequest, "description.checked", "set", "a checked description cannot be checked again")
+	}
+	cd := &CheckedDescription{d: *d}
+	cd.d.Owner = nil
+	cd.d.Shape, cd.d.Strides = slices.Clone(d.Shape), slices.Clone(d.Strides)
+	if err := checkDescription(&cd.c, &cd.d, make([]int64, 2*min(len(d.Shape), MaxNDim+1))); err != nil {
+		return nil, err
+	}
+	return cd, nil
+}
+
+// checkedOf returns the description to use and its checks: d itself,
+// checked now into c (with dims as storage), or d.Checked's.
+func checkedOf(d *Description, c *checked, dims []int64) (*Description, *checked, error) {
+	if cd := d.Checked; cd != nil {
+		return &cd.d, &cd.c, nil
+	}
+	return d, c, checkDescription(c, d, dims)
 }
 
 // DescribeSlice sets d.Data, d.Size and d.DType to describe the elements
@@ -397,8 +437,8 @@ func Produce(s Source, req Request) (Managed, error) {
 // produceDescribed exports the description in ps, which the caller got
 // from s; it owns one reference to ps.d.Owner.
 func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) {
-	d, c := &ps.d, &ps.c
-	err := checkDescription(c, d, ps.dims[:])
+	owner := ps.d.Owner
+	d, c, err := checkedOf(&ps.d, &ps.c, ps.dims[:])
 	var copyData bool
 	if err == nil {
 		copyData, err = negotiate(c, &req, hostReadable(d, c))
@@ -409,7 +449,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 		}
 	}
 	if err != nil {
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 		return Managed{}, err
 	}
 	legacy := req.Legacy()
@@ -419,16 +459,16 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 			src = unsafe.Add(d.Data, d.ByteOffset)
 		}
 		p, err := exportCopy(c, src, legacy)
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 		return managedOf(p, legacy), err
 	}
 	var base unsafe.Pointer
 	if c.numel > 0 {
 		base = d.Data
 	}
-	p, err := exportShared(c, base, d.Size, d.Owner, legacy)
+	p, err := exportShared(c, base, d.Size, owner, legacy)
 	if err != nil {
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 	}
 	return managedOf(p, legacy), err
 }
@@ -634,7 +674,13 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		return Foreign{}, err
 	}
 	o := d.Owner
-	err := checkDescription(&s.c, d, s.dims[:])
+	var err error
+	if cd := d.Checked; cd != nil {
+		s.useChecked(cd)
+		d = &cd.d
+	} else {
+		err = checkDescription(&s.c, d, s.dims[:])
+	}
 	var copyData bool
 	if err == nil {
 		copyData, err = negotiate(&s.c, req, hostReadable(d, &s.c))
@@ -645,7 +691,7 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	}
 	if err != nil || copyData {
 		data, byteOff := d.Data, d.ByteOffset
-		*d = Description{}
+		s.desc = Description{}
 		c := s.c
 		s.recycle()
 		if err != nil {
@@ -671,7 +717,7 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	if s.c.numel > 0 && d.Data != nil {
 		s.goBase, s.goOff = unsafe.Add(d.Data, d.ByteOffset), 0
 	}
-	*d = Description{}
+	s.desc = Description{}
 	s.native, s.owned, s.owner = true, true, o
 	s.holds.Store(1)
 	gen := s.gen()
@@ -682,6 +728,17 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
 	}
 	return Foreign{s: s, own: own, gen: gen}, nil
+}
+
+// useChecked fills the state's checks from a checked description, with
+// the shape and strides in the state's own storage.
+func (s *foreignState) useChecked(cd *CheckedDescription) {
+	s.c = cd.c
+	if n := cd.c.ndim; 2*n <= len(s.dims) {
+		copy(s.dims[:n], cd.c.shape)
+		copy(s.dims[n:2*n], cd.c.strides)
+		s.c.shape, s.c.strides = s.dims[:n:n], s.dims[n:2*n:2*n]
+	}
 }
 
 // goArray is implemented by *Array[T]: From takes an Array into the

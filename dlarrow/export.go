@@ -45,6 +45,9 @@ type Tensor struct {
 	shape    []int64
 	strides  []int64 // in elements; nil = compact row-major
 	released atomic.Bool
+	// checked is the description, checked by dlpack at the first export
+	// and handed out as it is by every later one.
+	checked atomic.Pointer[dlpack.CheckedDescription]
 }
 
 // FromArray describes arr as a tensor without copying: a 1-d tensor for
@@ -199,6 +202,20 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if t.refs.keep != nil {
 		t.refs.keep.Retain()
 	}
+	d.Owner = &t.refs
+	if cd := t.checked.Load(); cd != nil {
+		d.Checked = cd
+		return nil
+	}
+	t.describe(d)
+	if cd, err := dlpack.CheckDescription(d); err == nil {
+		t.checked.Store(cd) // racing first exports store equal descriptions
+	}
+	return nil // a description that fails its check is refused by the consumer, naming the field
+}
+
+// describe fills d with the tensor's memory, shape and strides.
+func (t *Tensor) describe(d *dlpack.Description) {
 	// An empty array may have no values buffer at all: Data stays nil, and
 	// Produce gives its tensor the package's aligned empty address.
 	if len(t.buf) > 0 {
@@ -211,8 +228,6 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Strides = t.strides
 	d.Device = dlpack.CPUDevice
 	d.ReadOnly = true
-	d.Owner = &t.refs
-	return nil
 }
 
 // exportRef is a set of references: the array (or Arrow tensor) and,
