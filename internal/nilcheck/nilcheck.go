@@ -5,10 +5,7 @@
 // c-shared library, a panic kills the host process.
 package nilcheck
 
-import (
-	"reflect"
-	"unsafe"
-)
+import "reflect"
 
 // IsNil reports whether v is nil or holds a nil pointer. Other nil-able
 // kinds (maps, channels, functions) are values whose methods may work,
@@ -17,11 +14,6 @@ func IsNil(v any) bool {
 	if v == nil {
 		return true
 	}
-	// An interface holding a non-nil pointer has a non-nil data word:
-	// the common case costs one load, without reflect.
-	if (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] != nil {
-		return false
-	}
-	rv := reflect.ValueOf(v)
+	rv := reflect.ValueOf(v) // inlined: a few loads, no allocation
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
