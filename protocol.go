@@ -416,11 +416,11 @@ var producePool = sync.Pool{New: func() any { return new(produceState) }}
 // owner has been released. A nil s, or a nil pointer (a typed nil such as
 // a nil *Array), is refused with an error wrapping ErrNilPointer.
 func Produce(s Source, req Request) (Managed, error) {
-	if !cgoEnabled {
-		return Managed{}, ErrCgoRequired
-	}
 	if nilcheck.IsNil(s) {
 		return Managed{}, nilProducer(s)
+	}
+	if !cgoEnabled {
+		return Managed{}, ErrCgoRequired
 	}
 	ps := producePool.Get().(*produceState)
 	err := s.DescribeTensor(&ps.d)

@@ -1,6 +1,7 @@
 package dlgonum_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,7 +32,9 @@ func TestNilMatrices(t *testing.T) {
 			require.ErrorIs(t, err, dlpack.ErrNilPointer)
 			for _, req := range []dlpack.Request{{}, dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
 				m, err := dlpack.Produce(tn, req)
-				require.ErrorIs(t, err, dlpack.ErrNilPointer)
+				if !errors.Is(err, dlpack.ErrCgoRequired) { // built without cgo, Produce describes nothing
+					require.ErrorIs(t, err, dlpack.ErrNilPointer)
+				}
 				assert.Nil(t, m.Pointer())
 			}
 		})
