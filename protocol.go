@@ -197,10 +197,15 @@ type Description struct {
 	// Owner is kept reachable until the last consumer is done; if it
 	// implements Releaser, ReleaseTensor is called then, exactly once.
 	Owner any
+	// Pinned says that the Source keeps Data pinned (runtime.Pinner) for
+	// as long as the Owner is reachable, so that Produce need not pin it
+	// for each consumer: a Source that lends the same Go memory again and
+	// again pins it once. Memory outside the Go heap needs no pin.
+	Pinned bool
 	// Checked, when set, is a description that CheckDescription has
-	// already validated, and stands for every field above but Owner
-	// (which are then ignored): a Source that hands out the same memory
-	// again and again checks it once, not at every export.
+	// already validated, and stands for every field above but Owner and
+	// Pinned (which are then ignored): a Source that hands out the same
+	// memory again and again checks it once, not at every export.
 	Checked *CheckedDescription
 }
 
@@ -221,7 +226,7 @@ func CheckDescription(d *Description) (*CheckedDescription, error) {
 		return nil, fieldErr(ErrRequest, "description.checked", "set", "a checked description cannot be checked again")
 	}
 	cd := &CheckedDescription{d: *d}
-	cd.d.Owner = nil
+	cd.d.Owner, cd.d.Pinned = nil, false
 	cd.d.Shape, cd.d.Strides = slices.Clone(d.Shape), slices.Clone(d.Strides)
 	if err := checkDescription(&cd.c, &cd.d, make([]int64, 2*min(len(d.Shape), MaxNDim+1))); err != nil {
 		return nil, err
@@ -437,7 +442,7 @@ func Produce(s Source, req Request) (Managed, error) {
 // produceDescribed exports the description in ps, which the caller got
 // from s; it owns one reference to ps.d.Owner.
 func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) {
-	owner := ps.d.Owner
+	owner, pinned := ps.d.Owner, ps.d.Pinned
 	d, c, err := checkedOf(&ps.d, &ps.c, ps.dims[:])
 	var copyData bool
 	if err == nil {
@@ -466,7 +471,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 	if c.numel > 0 {
 		base = d.Data
 	}
-	p, err := exportShared(c, base, d.Size, owner, legacy)
+	p, err := exportShared(c, base, d.Size, owner, pinned, legacy)
 	if err != nil {
 		releaseOwner(owner)
 	}
@@ -484,9 +489,10 @@ func managedOf(p unsafe.Pointer, legacy bool) Managed {
 }
 
 // exportShared lends described memory to a consumer through an export
-// record: Go memory at base is pinned, owner is kept and released by the
-// deleter. c is the checked description.
-func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, legacy bool) (unsafe.Pointer, error) {
+// record: Go memory at base is pinned (unless the Source keeps it pinned:
+// pinned), owner is kept and released by the deleter. c is the checked
+// description.
+func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, pinned, legacy bool) (unsafe.Pointer, error) {
 	nd := c.ndim
 	rec, block, oneOff := recordAndBlock(legacy, nd)
 	if block == nil {
@@ -502,7 +508,9 @@ func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, lega
 	if c.numel == 0 {
 		data = emptyData
 	} else if base != nil {
-		rec.pinner.Pin(base)
+		if !pinned {
+			rec.pinner.Pin(base) // the release unpins it (a no-op when pinned is set)
+		}
 		rec.base, rec.size = base, size
 	}
 	rec.owner = owner

@@ -2,6 +2,8 @@ package dlarrow
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -48,6 +50,22 @@ type Tensor struct {
 	// checked is the description, checked by dlpack at the first export
 	// and handed out as it is by every later one.
 	checked atomic.Pointer[dlpack.CheckedDescription]
+	// pin pins buf, once, at the second export, for as long as the
+	// Tensor is reachable (every export keeps it so, through its Owner, a
+	// field of the Tensor); a cleanup unpins it when the Tensor is
+	// collected. Later exports skip dlpack's pin and unpin of each
+	// consumer. A Tensor exported once (Export) pins per export instead:
+	// the cleanup would cost more than the pin.
+	exports atomic.Int64
+	pin     sync.Once
+}
+
+// pinBuffer pins the values buffer (a no-op for memory outside the Go
+// heap: C allocators, mapped files) until the Tensor is unreachable.
+func (t *Tensor) pinBuffer() {
+	p := new(runtime.Pinner)
+	p.Pin(unsafe.Pointer(unsafe.SliceData(t.buf)))
+	runtime.AddCleanup(t, func(p *runtime.Pinner) { p.Unpin() }, p)
 }
 
 // FromArray describes arr as a tensor without copying: a 1-d tensor for
@@ -203,6 +221,10 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 		t.refs.keep.Retain()
 	}
 	d.Owner = &t.refs
+	if len(t.buf) > 0 && t.exports.Add(1) > 1 {
+		t.pin.Do(t.pinBuffer)
+		d.Pinned = true
+	}
 	if cd := t.checked.Load(); cd != nil {
 		d.Checked = cd
 		return nil
