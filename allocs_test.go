@@ -9,6 +9,7 @@ import (
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/cshim"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestHotPathAllocations pins the allocation counts the performance
@@ -88,4 +89,18 @@ func TestHotPathAllocations(t *testing.T) {
 		}
 	})
 	assert.Zero(t, batch, "BorrowBatch of 64")
+
+	// A Buffer taken Go to Go: only its safety net's allocations (the
+	// owner and the cleanup that release a Foreign nobody closed).
+	b, err := dlpack.NewBuffer[float32](4)
+	require.NoError(t, err)
+	defer b.Close()
+	fromBuffer := testing.AllocsPerRun(100, func() {
+		f, err := dlpack.From(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	})
+	assert.LessOrEqual(t, fromBuffer, 3.0, "From(Buffer) + Close")
 }

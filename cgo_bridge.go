@@ -29,7 +29,7 @@ package dlpack
 
 // Hidden prefix in front of every managed struct this package allocates.
 typedef struct {
-	uint64_t handle;  // cgo.Handle of the export record, or the buffer control block
+	uint64_t handle;  // handle of the export record (registry.go), or the buffer control block
 	uint64_t gen;     // generation of the record's export (Go exports)
 	uint64_t magic;   // GODLPACK_MAGIC_* while live, GODLPACK_MAGIC_DEAD once released
 } godlpack_prefix;
@@ -100,7 +100,6 @@ int godlpack_call_stream(uintptr_t fn, int32_t dev_type, int32_t dev_id, uintptr
 import "C"
 
 import (
-	"runtime/cgo"
 	"unsafe"
 
 	// The header above lives in include/dlpack; importing its package is
@@ -226,14 +225,6 @@ func callStream(fn uintptr, dev Device) (uintptr, int) {
 	r := C.godlpack_call_stream(C.uintptr_t(fn), C.int32_t(dev.Type), C.int32_t(dev.ID), &out)
 	return uintptr(out), int(r)
 }
-
-// The export registry is runtime/cgo's handle table: a handle keeps its
-// record reachable (a GC root) for as long as the record is in use or on
-// the free list. Value and Delete panic on an invalid handle;
-// lookupExport recovers.
-func newHandle(v any) uintptr   { return uintptr(cgo.NewHandle(v)) }
-func handleValue(h uintptr) any { return cgo.Handle(h).Value() }
-func deleteHandle(h uintptr)    { cgo.Handle(h).Delete() }
 
 //export godlpackGoRelease
 func godlpackGoRelease(h, gen C.uint64_t, block unsafe.Pointer) C.int {

@@ -9,7 +9,8 @@ import (
 // them, so callers can test with errors.Is; most are *FieldError values that
 // also name the offending field and value.
 var (
-	// ErrNilPointer: a nil managed-tensor pointer was passed.
+	// ErrNilPointer: a nil managed-tensor pointer was passed, or a nil
+	// producer or source (nil, or a nil pointer such as a nil *Array).
 	ErrNilPointer = errors.New("dlpack: nil pointer")
 	// ErrVersion: the managed tensor has a major version other than 1.
 	ErrVersion = errors.New("dlpack: unsupported DLPack major version")

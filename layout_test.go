@@ -73,7 +73,8 @@ func TestLayoutAssertionsBreakTheBuild(t *testing.T) {
 	}
 	dir := t.TempDir()
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "minifloat"), 0o755))
-	for _, pattern := range []string{"*.go", "*.c", "go.mod", "go.sum", "minifloat/*.go"} {
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "internal", "nilcheck"), 0o755))
+	for _, pattern := range []string{"*.go", "*.c", "go.mod", "go.sum", "minifloat/*.go", "internal/nilcheck/*.go"} {
 		files, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		for _, f := range files {

@@ -29,9 +29,9 @@ type bufctl struct {
 const bufferDataOffset = 256
 
 // exportRecord is the Go owner of one outstanding Go-memory export. Each
-// record has a permanent cgo.Handle, which goes into manager_ctx and the
-// block's prefix and keeps the record reachable (the handle table is a GC
-// root); the record keeps the data reachable and pinned until the deleter.
+// record has a permanent handle (registry.go), which goes into manager_ctx
+// and the block's prefix and keeps the record reachable (the handle table
+// is a GC root); the record keeps the data reachable and pinned until the deleter.
 // Records are recycled, handle and all, so an export costs no handle
 // allocation; gen, written into each block's prefix and moved on by the
 // release that claims it, makes a stale or repeated deleter call unable to
@@ -40,7 +40,7 @@ type exportRecord struct {
 	pinner runtime.Pinner
 	base   unsafe.Pointer // start of the exported Go object; nil for empty tensors
 	size   uintptr        // bytes of the exported slice's backing array
-	handle uintptr        // this record's cgo.Handle
+	handle uintptr        // this record's handle, set once by newHandle
 	gen    atomic.Uint64  // generation of the current export; a release claims it by CAS
 	shard  uint8          // the free-list shard it returns to
 	// block is the record's own C block (keptBlockSize bytes: prefix,
@@ -150,7 +150,9 @@ func getRecord() *exportRecord {
 	s.mu.Unlock()
 	shardTokens.Put(tok)
 	rec := &exportRecord{shard: uint8(*tok)}
-	rec.handle = newHandle(rec)
+	if newHandle(rec) == 0 {
+		return nil // every handle is taken: as out of memory
+	}
 	return rec
 }
 
@@ -238,19 +240,8 @@ func releaseGoBlock(block unsafe.Pointer, rec *exportRecord) {
 }
 
 // recordOf returns the record behind handle h, or nil for a handle that is
-// not one of ours, without panicking on an invalid handle.
-func recordOf(h uintptr) (rec *exportRecord) {
-	if h == 0 {
-		return nil
-	}
-	defer func() {
-		if recover() != nil {
-			rec = nil
-		}
-	}()
-	rec, _ = handleValue(h).(*exportRecord)
-	return rec
-}
+// not one of ours.
+func recordOf(h uintptr) *exportRecord { return handleValue(h) }
 
 // lookupExport returns the record behind h if its current export has
 // generation gen.
@@ -464,6 +455,9 @@ func storeWords[T ManagedTensor | ManagedTensorVersioned](dst unsafe.Pointer, v 
 // already back on its free list.
 func recordAndBlock(legacy bool, ndim int) (rec *exportRecord, block unsafe.Pointer, oneOff bool) {
 	rec = getRecord()
+	if rec == nil {
+		return nil, nil, false
+	}
 	oneOff = ndim > keptNDim
 	if oneOff {
 		block = newBlock(legacy, ndim)

@@ -24,10 +24,6 @@ var (
 	keptBlocks                                  = new(int64)
 )
 
-func newHandle(v any) uintptr   { return 0 }
-func handleValue(h uintptr) any { return nil }
-func deleteHandle(h uintptr)    {}
-
 func callDeleter(fn, self uintptr)              {}
 func callDeleters(fns, selfs []uintptr)         {}
 func cMalloc(n uintptr) unsafe.Pointer          { return nil }

@@ -1,11 +1,15 @@
 package dlpack
 
 import (
+	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // ---- The producer protocol -------------------------------------------------
@@ -193,6 +197,50 @@ type Description struct {
 	// Owner is kept reachable until the last consumer is done; if it
 	// implements Releaser, ReleaseTensor is called then, exactly once.
 	Owner any
+	// Pinned says that the Source keeps Data pinned (runtime.Pinner) for
+	// as long as the Owner is reachable, so that Produce need not pin it
+	// for each consumer: a Source that lends the same Go memory again and
+	// again pins it once. Memory outside the Go heap needs no pin.
+	Pinned bool
+	// Checked, when set, is a description that CheckDescription has
+	// already validated, and stands for every field above but Owner and
+	// Pinned (which are then ignored): a Source that hands out the same
+	// memory again and again checks it once, not at every export.
+	Checked *CheckedDescription
+}
+
+// CheckedDescription is a Description validated once by CheckDescription,
+// for a Source to hand out through Description.Checked. It is immutable:
+// it holds its own copies of the shape and strides, and the memory it
+// describes must stay valid (kept by the Source's Owner) while it is used.
+type CheckedDescription struct {
+	d Description // Owner and Checked nil
+	c checked
+}
+
+// CheckDescription validates d as Produce and From would (the errors name
+// "description.<field>") and returns it checked, without d.Owner, which
+// each use of it supplies. d.Checked is not allowed.
+func CheckDescription(d *Description) (*CheckedDescription, error) {
+	if d.Checked != nil {
+		return nil, fieldErr(ErrRequest, "description.checked", "set", "a checked description cannot be checked again")
+	}
+	cd := &CheckedDescription{d: *d}
+	cd.d.Owner, cd.d.Pinned = nil, false
+	cd.d.Shape, cd.d.Strides = slices.Clone(d.Shape), slices.Clone(d.Strides)
+	if err := checkDescription(&cd.c, &cd.d, make([]int64, 2*min(len(d.Shape), MaxNDim+1))); err != nil {
+		return nil, err
+	}
+	return cd, nil
+}
+
+// checkedOf returns the description to use and its checks: d itself,
+// checked now into c (with dims as storage), or d.Checked's.
+func checkedOf(d *Description, c *checked, dims []int64) (*Description, *checked, error) {
+	if cd := d.Checked; cd != nil {
+		return &cd.d, &cd.c, nil
+	}
+	return d, c, checkDescription(c, d, dims)
 }
 
 // DescribeSlice sets d.Data, d.Size and d.DType to describe the elements
@@ -224,16 +272,41 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if dev == (Device{}) {
 		dev = CPUDevice
 	}
-	var flags Flags
-	if d.ReadOnly {
-		flags = FlagReadOnly
-	}
 	// Field by field: c lives in the heap, and a whole-struct store of a
 	// type with pointers costs a typed copy.
-	c.dtype, c.device, c.flags, c.version, c.legacy = d.DType, dev, flags, CurrentVersion, false
-	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !d.ReadOnly
+	c.dtype, c.device = d.DType, dev
+	if err := d.DType.Validate(); err != nil {
+		c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+		return prefixed(err, "description.")
+	}
+	if dev.Type != CPU || dev.ID != 0 {
+		if err := dev.Validate(); err != nil {
+			c.ndim, c.shape, c.strides, c.extent = 0, nil, nil, extent{}
+			return prefixed(err, "description.")
+		}
+	}
+	base := uintptr(d.Data)
+	if d.Data == nil {
+		base = d.Addr
+	}
+	return c.checkGeometry(base, d.Data == nil && dev.Type == CPU, d.Size, d.ByteOffset, d.Shape, d.Strides, d.ReadOnly, dims)
+}
+
+// checkGeometry is the part of checkDescription that every description
+// needs, c.dtype and c.device already set and valid: the shape and
+// strides, and that every element lies inside the size bytes from base.
+// cpuAddr says that CPU memory came as an address, not as Data (refused
+// unless the tensor is empty). Array's path to From calls it directly,
+// its type settling the rest.
+func (c *checked) checkGeometry(base uintptr, cpuAddr bool, size uintptr, byteOffset uint64, shape, strides []int64, readOnly bool, dims []int64) error {
+	var flags Flags
+	if readOnly {
+		flags = FlagReadOnly
+	}
+	c.flags, c.version, c.legacy = flags, CurrentVersion, false
+	c.rawData, c.offset, c.data, c.writable = 0, 0, 0, !readOnly
 	c.ndim, c.extent = 0, extent{}
-	n := len(d.Shape)
+	n := len(shape)
 	if n > MaxNDim {
 		c.shape, c.strides = nil, nil
 		return fieldErr(ErrNDim, "description.shape", n, "ndim must be 0.."+strconv.Itoa(MaxNDim))
@@ -242,26 +315,14 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 		dims = make([]int64, 2*n)
 	}
 	c.shape, c.strides = dims[:n:n], dims[n:2*n:2*n]
-	if err := d.DType.Validate(); err != nil {
-		return prefixed(err, "description.")
-	}
-	if dev.Type != CPU || dev.ID != 0 {
-		if err := dev.Validate(); err != nil {
-			return prefixed(err, "description.")
-		}
-	}
-	if d.Strides != nil && len(d.Strides) != n {
-		return fieldErr(ErrStrides, "description.strides", clone(d.Strides), "want "+strconv.Itoa(n)+" strides for the shape")
+	if strides != nil && len(strides) != n {
+		return fieldErr(ErrStrides, "description.strides", clone(strides), "want "+strconv.Itoa(n)+" strides for the shape")
 	}
 	var err error
-	if c.extent, err = checkDims(d.Shape, d.Strides, c.shape, c.strides, "description."); err != nil {
+	if c.extent, err = checkDims(shape, strides, c.shape, c.strides, "description."); err != nil {
 		return err
 	}
 	c.ndim = n
-	base := uintptr(d.Data)
-	if d.Data == nil {
-		base = d.Addr
-	}
 	if c.numel == 0 {
 		c.rawData, c.data = base, base
 		return nil
@@ -269,25 +330,25 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if base == 0 {
 		return fieldErr(ErrNullData, "description.data", "nil", strconv.FormatInt(c.numel, 10)+" elements")
 	}
-	if d.Data == nil && dev.Type == CPU {
+	if cpuAddr {
 		return fieldErr(ErrNullData, "description.data", "nil", "CPU memory is described by Data, not Addr")
 	}
 	var lo, hi int64
 	ok := true
-	if c.contiguous && !d.DType.IsSubbyte() {
-		hi, ok = mulCheck(c.numel, int64(d.DType.ItemSize()))
+	if c.contiguous && !c.dtype.IsSubbyte() {
+		hi, ok = mulCheck(c.numel, int64(c.dtype.ItemSize()))
 	} else {
-		lo, hi, ok = c.byteSpan(d.DType, false)
+		lo, hi, ok = c.byteSpan(c.dtype, false)
 	}
-	if !ok || d.ByteOffset > uint64(maxInt64) {
+	if !ok || byteOffset > uint64(maxInt64) {
 		return fieldErr(ErrOverflow, "description.strides", clone(c.strides), "byte extent overflows int64")
 	}
-	first := int64(d.ByteOffset)
-	if lo+first < 0 || uint64(hi+first) > uint64(d.Size) {
+	first := int64(byteOffset)
+	if lo+first < 0 || uint64(hi+first) > uint64(size) {
 		return fieldErr(ErrShape, "description.shape", clone(c.shape),
-			"with strides "+formatInts(c.strides)+" and byte offset "+strconv.FormatUint(d.ByteOffset, 10)+
+			"with strides "+formatInts(c.strides)+" and byte offset "+strconv.FormatUint(byteOffset, 10)+
 				" the tensor reaches bytes "+strconv.FormatInt(lo+first, 10)+".."+strconv.FormatInt(hi+first, 10)+
-				" of "+strconv.FormatUint(uint64(d.Size), 10))
+				" of "+strconv.FormatUint(uint64(size), 10))
 	}
 	c.rawData, c.data = base, base+uintptr(first)
 	return nil
@@ -357,8 +418,12 @@ var producePool = sync.Pool{New: func() any { return new(produceState) }}
 // Offsets are folded into the data pointer (byte_offset is 0, as consumers
 // that ignore byte_offset expect), strides are always sent, and Go memory
 // is pinned until the deleter. On error nothing is outstanding and the
-// owner has been released.
+// owner has been released. A nil s, or a nil pointer (a typed nil such as
+// a nil *Array), is refused with an error wrapping ErrNilPointer.
 func Produce(s Source, req Request) (Managed, error) {
+	if nilcheck.IsNil(s) {
+		return Managed{}, nilProducer(s)
+	}
 	if !cgoEnabled {
 		return Managed{}, ErrCgoRequired
 	}
@@ -377,8 +442,8 @@ func Produce(s Source, req Request) (Managed, error) {
 // produceDescribed exports the description in ps, which the caller got
 // from s; it owns one reference to ps.d.Owner.
 func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) {
-	d, c := &ps.d, &ps.c
-	err := checkDescription(c, d, ps.dims[:])
+	owner, pinned := ps.d.Owner, ps.d.Pinned
+	d, c, err := checkedOf(&ps.d, &ps.c, ps.dims[:])
 	var copyData bool
 	if err == nil {
 		copyData, err = negotiate(c, &req, hostReadable(d, c))
@@ -389,7 +454,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 		}
 	}
 	if err != nil {
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 		return Managed{}, err
 	}
 	legacy := req.Legacy()
@@ -399,16 +464,16 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 			src = unsafe.Add(d.Data, d.ByteOffset)
 		}
 		p, err := exportCopy(c, src, legacy)
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 		return managedOf(p, legacy), err
 	}
 	var base unsafe.Pointer
 	if c.numel > 0 {
 		base = d.Data
 	}
-	p, err := exportShared(c, base, d.Size, d.Owner, legacy)
+	p, err := exportShared(c, base, d.Size, owner, pinned, legacy)
 	if err != nil {
-		releaseOwner(d.Owner)
+		releaseOwner(owner)
 	}
 	return managedOf(p, legacy), err
 }
@@ -424,9 +489,10 @@ func managedOf(p unsafe.Pointer, legacy bool) Managed {
 }
 
 // exportShared lends described memory to a consumer through an export
-// record: Go memory at base is pinned, owner is kept and released by the
-// deleter. c is the checked description.
-func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, legacy bool) (unsafe.Pointer, error) {
+// record: Go memory at base is pinned (unless the Source keeps it pinned:
+// pinned), owner is kept and released by the deleter. c is the checked
+// description.
+func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, pinned, legacy bool) (unsafe.Pointer, error) {
 	nd := c.ndim
 	rec, block, oneOff := recordAndBlock(legacy, nd)
 	if block == nil {
@@ -442,7 +508,9 @@ func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, lega
 	if c.numel == 0 {
 		data = emptyData
 	} else if base != nil {
-		rec.pinner.Pin(base)
+		if !pinned {
+			rec.pinner.Pin(base) // the release unpins it (a no-op when pinned is set)
+		}
 		rec.base, rec.size = base, size
 	}
 	rec.owner = owner
@@ -542,25 +610,45 @@ func numelOf(shape []int64) int64 {
 // no C block, no pinning, no handle and no call into C; its Owner is kept
 // by the Foreign and released at Close. Other producers are asked through
 // DLPack and their tensor imported as Import does. The options apply as
-// for Import. On error nothing is held.
+// for Import. On error nothing is held: a tensor that a producer's DLPack
+// returned together with an error (which breaks the Producer contract) is
+// released. A nil p, or a nil pointer (a typed nil such as a nil *Array),
+// is refused with an error wrapping ErrNilPointer.
 func From(p Producer, opts ...ImportOption) (Foreign, error) {
 	req := Request{MaxVersion: CurrentVersion}
 	if len(opts) > 0 && hasOption(opts, importWritable) {
 		req.Writable = true
 	}
-	if src, ok := p.(Source); ok {
-		return fromSource(src, &req, opts)
-	}
-	return fromProducer(p, &req, opts)
+	return fromAny(p, &req, opts)
 }
 
 // FromRequest is From with the request stated: a copy forced or forbidden,
 // a stream, a legacy tensor.
 func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error) {
-	if src, ok := p.(Source); ok {
-		return fromSource(src, &req, opts)
+	return fromAny(p, &req, opts)
+}
+
+func fromAny(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
+	if a, ok := p.(goArray); ok {
+		return fromArray(a, req, opts) // a nil *Array is refused there
 	}
-	return fromProducer(p, &req, opts)
+	if nilcheck.IsNil(p) {
+		return Foreign{}, nilProducer(p)
+	}
+	if src, ok := p.(Source); ok {
+		return fromSource(src, req, opts)
+	}
+	return fromProducer(p, req, opts)
+}
+
+// nilProducer is the error for a nil producer or source: nil, or a nil
+// pointer, whose methods would panic on it.
+func nilProducer(p any) error {
+	v := "nil"
+	if p != nil {
+		v = fmt.Sprintf("(%T)(nil)", p)
+	}
+	return fieldErr(ErrNilPointer, "producer", v, "")
 }
 
 // fromProducer asks a Producer that is not a Source for its tensor and
@@ -568,6 +656,9 @@ func FromRequest(p Producer, req Request, opts ...ImportOption) (Foreign, error)
 func fromProducer(p Producer, req *Request, opts []ImportOption) (Foreign, error) {
 	m, err := p.DLPack(*req)
 	if err != nil {
+		// A producer returns no tensor with an error; one that did broke
+		// the contract, and the tensor is ours to release.
+		m.Release()
 		return Foreign{}, err
 	}
 	if m.Pointer() == nil {
@@ -591,7 +682,13 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		return Foreign{}, err
 	}
 	o := d.Owner
-	err := checkDescription(&s.c, d, s.dims[:])
+	var err error
+	if cd := d.Checked; cd != nil {
+		s.useChecked(cd)
+		d = &cd.d
+	} else {
+		err = checkDescription(&s.c, d, s.dims[:])
+	}
 	var copyData bool
 	if err == nil {
 		copyData, err = negotiate(&s.c, req, hostReadable(d, &s.c))
@@ -602,7 +699,7 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	}
 	if err != nil || copyData {
 		data, byteOff := d.Data, d.ByteOffset
-		*d = Description{}
+		s.desc = Description{}
 		c := s.c
 		s.recycle()
 		if err != nil {
@@ -628,7 +725,7 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	if s.c.numel > 0 && d.Data != nil {
 		s.goBase, s.goOff = unsafe.Add(d.Data, d.ByteOffset), 0
 	}
-	*d = Description{}
+	s.desc = Description{}
 	s.native, s.owned, s.owner = true, true, o
 	s.holds.Store(1)
 	gen := s.gen()
@@ -639,6 +736,60 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
 	}
 	return Foreign{s: s, own: own, gen: gen}, nil
+}
+
+// useChecked fills the state's checks from a checked description, with
+// the shape and strides in the state's own storage.
+func (s *foreignState) useChecked(cd *CheckedDescription) {
+	s.c = cd.c
+	if n := cd.c.ndim; 2*n <= len(s.dims) {
+		copy(s.dims[:n], cd.c.shape)
+		copy(s.dims[n:2*n], cd.c.strides)
+		s.c.shape, s.c.strides = s.dims[:n:n], s.dims[n:2*n:2*n]
+	}
+}
+
+// goArray is implemented by *Array[T]: From takes an Array into the
+// import's state directly, with the checks a Description gets but without
+// building one, and without the checks its type settles (a valid element
+// type, CPU memory, an owner with nothing to release).
+type goArray interface {
+	Source
+	// describeInto fills c with the checked tensor and returns the
+	// address of Data, as DescribeTensor and checkDescription would.
+	describeInto(c *checked, dims []int64) (unsafe.Pointer, error)
+}
+
+// fromArray is From's path for an Array: fromSource without the
+// Description.
+func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
+	s := statePool.Get().(*foreignState)
+	data, err := a.describeInto(&s.c, s.dims[:])
+	var copyData bool
+	if err == nil {
+		copyData, err = negotiate(&s.c, req, true) // an accepted Array is in Go memory, or empty
+	}
+	if err == nil && !copyData {
+		s.deleter, s.self = 0, 0
+		if len(opts) == 0 {
+			s.hostOK = true // what settle decides for Go memory without options
+		} else {
+			err = s.settle(nil, false, opts)
+		}
+	}
+	if err != nil || copyData {
+		s.recycle()
+		if err != nil {
+			return Foreign{}, err
+		}
+		return fromSource(a, req, opts) // a copy: the general path
+	}
+	if s.c.numel > 0 {
+		s.goBase, s.goOff = unsafe.Add(data, s.c.data-s.c.rawData), 0
+	}
+	s.native, s.owned, s.owner = true, true, a
+	s.holds.Store(1)
+	return Foreign{s: s, own: nativeOwner, gen: s.gen()}, nil
 }
 
 // ---- Array: a Go slice with a shape ---------------------------------------
@@ -676,6 +827,9 @@ func NewArray[T Element](data []T, shape ...int64) *Array[T] {
 
 // DescribeTensor implements Source.
 func (a *Array[T]) DescribeTensor(d *Description) error {
+	if a == nil {
+		return nilProducer(a)
+	}
 	if a.Offset < 0 || a.Offset > len(a.Data) {
 		return fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
 	}
@@ -686,6 +840,22 @@ func (a *Array[T]) DescribeTensor(d *Description) error {
 	d.ReadOnly = a.ReadOnly
 	d.Owner = a
 	return nil
+}
+
+// describeInto implements goArray.
+func (a *Array[T]) describeInto(c *checked, dims []int64) (unsafe.Pointer, error) {
+	if a == nil {
+		return nil, nilProducer(a)
+	}
+	if a.Offset < 0 || a.Offset > len(a.Data) {
+		return nil, fieldErr(ErrShape, "Array.Offset", a.Offset, "outside Data (length "+strconv.Itoa(len(a.Data))+")")
+	}
+	var z T
+	size := unsafe.Sizeof(z)
+	data := unsafe.Pointer(unsafe.SliceData(a.Data))
+	c.dtype, c.device = DataTypeOf[T](), CPUDevice
+	err := c.checkGeometry(uintptr(data), false, uintptr(len(a.Data))*size, uint64(a.Offset)*uint64(size), a.Shape, a.Strides, a.ReadOnly, dims)
+	return data, err
 }
 
 // DLPackDevice implements Producer: the CPU.

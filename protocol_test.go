@@ -502,8 +502,8 @@ func TestEmptyNilDataCopies(t *testing.T) {
 }
 
 // A Buffer's own export (pure-C deleter) answers the requests it can share
-// as it is; From takes a Buffer with no allocation but its safety net's
-// (the owner and the cleanup that release a Foreign nobody closed).
+// as it is. (From takes a Buffer with no allocation but its safety net's:
+// TestHotPathAllocations.)
 func TestBufferDLPackPureC(t *testing.T) {
 	b, err := dlpack.NewBuffer[float32](4)
 	require.NoError(t, err)
@@ -525,12 +525,5 @@ func TestBufferDLPackPureC(t *testing.T) {
 	m.Release()
 	_, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 3, HasStream: true})
 	assert.ErrorIs(t, err, dlpack.ErrRequest)
-	allocs := testing.AllocsPerRun(100, func() {
-		f, err := dlpack.From(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-	})
-	assert.LessOrEqual(t, allocs, 3.0)
+	// From's allocations: TestHotPathAllocations.
 }

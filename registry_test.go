@@ -102,3 +102,36 @@ func TestStaleReleaseOfRecycledRecord(t *testing.T) {
 		t.Fatal("the live release was refused")
 	}
 }
+
+// TestHandleTable: a handle names its record until it is deleted; a
+// deleted handle names nothing, even once its slot serves a later record
+// (which gets another handle); values that were never handles, zero
+// included, name nothing.
+func TestHandleTable(t *testing.T) {
+	a, b := new(exportRecord), new(exportRecord)
+	ha := newHandle(a)
+	if ha == 0 || handleValue(ha) != a || a.handle != ha {
+		t.Fatalf("handle %#x names %p, want %p", ha, handleValue(ha), a)
+	}
+	deleteHandle(ha)
+	if handleValue(ha) != nil {
+		t.Fatal("a deleted handle still names its record")
+	}
+	hb := newHandle(b) // reuses a's slot
+	if hb == ha || hb&handleIdxMask != ha&handleIdxMask {
+		t.Fatalf("handles %#x and %#x: want the same slot under another handle", ha, hb)
+	}
+	if handleValue(ha) != nil || handleValue(hb) != b {
+		t.Fatal("a stale handle names the slot's new record")
+	}
+	for _, h := range []uintptr{0, handleIdxMask, hb&^handleIdxMask | (handleIdxMask - 1), hb ^ 1<<handleIdxBits, ^uintptr(0)} {
+		if handleValue(h) != nil {
+			t.Errorf("%#x names a record", h)
+		}
+	}
+	deleteHandle(hb)
+	deleteHandle(hb) // a second delete does nothing
+	if handleValue(hb) != nil {
+		t.Fatal("deleted")
+	}
+}

@@ -77,13 +77,19 @@ def per_op(objs, fn):
     return (time.perf_counter_ns() - t0) / n, n
 
 
-def measure(objs, fn, toggle, table_stat, proto_stat):
+def measure(objs, fn, toggle, table_stat, proto_stat, floor=None):
+    """The medians of the table path and __dlpack__, batches interleaved;
+    with floor (a list), a batch of fn on tvm-ffi's own type joins each
+    round, so that the ratio to it compares batches that met the same
+    machine load."""
     fn(objs, len(objs))  # warm up both paths
     toggle(False)
     fn(objs, len(objs))
     toggle(True)
     table, proto = [], []
     for _ in range(BATCHES):
+        if floor is not None:
+            floor.append(per_op(tvm, fn)[0])
         s0 = godlpack.exchange_stats()
         ns, n = per_op(objs, fn)
         table.append(ns)
@@ -110,12 +116,13 @@ def main():
     for name, objs, fn, toggle, ts, ps in CASES:  # a first pass: whatever Python makes once, it makes here
         rows[name] = measure(objs, fn, toggle, ts, ps)
     N = n
+    floor = []  # made before the objects are counted
     refs = [sys.getrefcount(o) for o in go + tvm]
     live = godlpack.live()
     gc.collect()
     objects = len(gc.get_objects())
     for name, objs, fn, toggle, ts, ps in CASES:
-        rows[name] = measure(objs, fn, toggle, ts, ps)
+        rows[name] = measure(objs, fn, toggle, ts, ps, floor if fn is go_to_tvm else None)
     gc.collect()
     leaked = len(gc.get_objects()) - objects
     assert [sys.getrefcount(o) for o in go + tvm] == refs, "reference counts of the exchanged objects changed"
@@ -127,14 +134,14 @@ def main():
     print("|---|---|---|---|")
     for name, (t, p) in rows.items():
         print(f"| {name} | {t:.0f} | {p:.0f} | {p / t:.1f}× |")
-    floor = []
-    for _ in range(BATCHES):
-        floor.append(per_op(tvm, go_to_tvm)[0])
     go.clear()
     gc.collect()
     assert godlpack.outstanding() == 0, "exports outlived their objects"
     print(f"| floor of the first row: `tvm_ffi.from_dlpack` of tvm-ffi's own table type (DLTensorTestWrapper) | "
           f"{statistics.median(floor):.0f} | | |")
+    ratio = rows[CASES[0][0]][0] / statistics.median(floor)
+    print(f"\n- target: Go → tvm-ffi through the table within 1.5× of tvm-ffi's own type (the floor row): "
+          f"{ratio:.2f}× (limit 1.5×): **{'met' if ratio <= 1.5 else 'missed'}**")
     print(f"\n{N} exchanges per batch, median of {BATCHES} interleaved batches per path; "
           f"Python objects left behind: {max(leaked, 0)}; Go exports outstanding: {godlpack.outstanding()}; "
           f"tvm-ffi {tvm_ffi.__version__}, NumPy {np.__version__}, CPython {sys.version.split()[0]}.")

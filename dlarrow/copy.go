@@ -6,9 +6,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
-// CopyFromArray is the explicit copy for what FromArray refuses to share: it
+// Copy is the explicit copy for what FromArray refuses to share: it
 // copies a flat array into a new Go tensor (a 1-d dlpack.Array, 256-byte
 // aligned, writable, owned by the caller), with null entries replaced by
 // fill. Boolean arrays are unpacked into bytes (T = bool). T must be the
@@ -16,6 +17,9 @@ import (
 // for the other temporal types, minifloat.Float16 for float16); otherwise
 // it fails with dlpack.ErrTypeMismatch. Other types fail as in FromArray.
 func CopyFromArray[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T], error) {
+	if nilcheck.IsNil(arr) {
+		return nil, nilArgument("array", arr)
+	}
 	want := dlpack.DataTypeOf[T]()
 	n := arr.Len()
 	out := dlpack.AlignedSlice[T](n)

@@ -2,6 +2,8 @@ package dlarrow
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/tensor"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // retainer is what Arrow arrays, Arrow tensors and mapped files share: a
@@ -44,6 +47,25 @@ type Tensor struct {
 	shape    []int64
 	strides  []int64 // in elements; nil = compact row-major
 	released atomic.Bool
+	// checked is the description, checked by dlpack at the first export
+	// and handed out as it is by every later one.
+	checked atomic.Pointer[dlpack.CheckedDescription]
+	// pin pins buf, once, at the second export, for as long as the
+	// Tensor is reachable (every export keeps it so, through its Owner, a
+	// field of the Tensor); a cleanup unpins it when the Tensor is
+	// collected. Later exports skip dlpack's pin and unpin of each
+	// consumer. A Tensor exported once (Export) pins per export instead:
+	// the cleanup would cost more than the pin.
+	exports atomic.Int64
+	pin     sync.Once
+}
+
+// pinBuffer pins the values buffer (a no-op for memory outside the Go
+// heap: C allocators, mapped files) until the Tensor is unreachable.
+func (t *Tensor) pinBuffer() {
+	p := new(runtime.Pinner)
+	p.Pin(unsafe.Pointer(unsafe.SliceData(t.buf)))
+	runtime.AddCleanup(t, func(p *runtime.Pinner) { p.Unpin() }, p)
 }
 
 // FromArray describes arr as a tensor without copying: a 1-d tensor for
@@ -59,6 +81,9 @@ type Tensor struct {
 // and every other type (ErrType). FromArray retains arr; call Release on
 // the Tensor when no more exports are needed.
 func FromArray(arr arrow.Array) (*Tensor, error) {
+	if nilcheck.IsNil(arr) {
+		return nil, nilArgument("array", arr)
+	}
 	if name, meta, storage, ok := extensionOf(arr); ok {
 		return fromExtension(name, meta, storage)
 	}
@@ -75,6 +100,9 @@ func FromArray(arr arrow.Array) (*Tensor, error) {
 // order, without copying (see FromArray). On error no Tensor is returned
 // and nothing stays retained.
 func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
+	if c == nil {
+		return nil, nilArgument("chunked", c)
+	}
 	ts := make([]*Tensor, 0, len(c.Chunks()))
 	for i, ch := range c.Chunks() {
 		t, err := FromArray(ch)
@@ -94,6 +122,9 @@ func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
 // Date32 and Date64 tensors export their integer storage (see Unit). It
 // retains t until Release, and every export retains it until its deleter.
 func FromTensor(t tensor.Interface) (*Tensor, error) {
+	if nilcheck.IsNil(t) {
+		return nil, nilArgument("tensor", t)
+	}
 	st, err := storageOf(t.DataType())
 	if err != nil {
 		return nil, err
@@ -178,6 +209,24 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if t.refs.keep != nil {
 		t.refs.keep.Retain()
 	}
+	d.Owner = &t.refs
+	if len(t.buf) > 0 && t.exports.Add(1) > 1 {
+		t.pin.Do(t.pinBuffer)
+		d.Pinned = true
+	}
+	if cd := t.checked.Load(); cd != nil {
+		d.Checked = cd
+		return nil
+	}
+	t.describe(d)
+	if cd, err := dlpack.CheckDescription(d); err == nil {
+		t.checked.Store(cd) // racing first exports store equal descriptions
+	}
+	return nil // a description that fails its check is refused by the consumer, naming the field
+}
+
+// describe fills d with the tensor's memory, shape and strides.
+func (t *Tensor) describe(d *dlpack.Description) {
 	// An empty array may have no values buffer at all: Data stays nil, and
 	// Produce gives its tensor the package's aligned empty address.
 	if len(t.buf) > 0 {
@@ -190,8 +239,6 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	d.Strides = t.strides
 	d.Device = dlpack.CPUDevice
 	d.ReadOnly = true
-	d.Owner = &t.refs
-	return nil
 }
 
 // exportRef is a set of references: the array (or Arrow tensor) and,
@@ -272,4 +319,10 @@ func nullsIn(arr arrow.Array, start, n int) int {
 		return 0
 	}
 	return n - bitutil.CountSetBits(bits, arr.Data().Offset()+start, n)
+}
+
+// nilArgument is the error of a function given nil, or a nil pointer,
+// where it needs an Arrow value: dlpack.ErrNilPointer naming the argument.
+func nilArgument(name string, v any) error {
+	return &dlpack.FieldError{Field: name, Value: fmt.Sprintf("%T(nil)", v), Err: dlpack.ErrNilPointer}
 }

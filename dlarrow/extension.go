@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // FixedShapeTensorName is the name of Arrow's canonical extension type for
@@ -29,6 +30,9 @@ const (
 // Other extension types are refused with ErrType; without an extension it
 // is FromArray.
 func FromField(field arrow.Field, arr arrow.Array) (*Tensor, error) {
+	if nilcheck.IsNil(arr) {
+		return nil, nilArgument("array", arr)
+	}
 	name, _ := field.Metadata.GetValue(extensionNameKey)
 	meta, _ := field.Metadata.GetValue(extensionMetaKey)
 	if name == "" {

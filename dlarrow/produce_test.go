@@ -4,6 +4,7 @@ package dlarrow_test
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -229,4 +230,42 @@ func TestEmptyArrayEveryRequest(t *testing.T) {
 		}
 		f.Close()
 	}
+}
+
+// TestRepeatedExportsOfOneTensor: a Tensor exported again and again pins
+// its buffer once (from its second export) instead of per export; the
+// buffer stays valid for C consumers after Go released the Tensor and the
+// array and collections ran, and everything is released at the end.
+func TestRepeatedExportsOfOneTensor(t *testing.T) {
+	mem := checked(t)
+	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Float64, "[1, 2, 3, 4]")
+	tn, err := dlarrow.FromArray(arr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr.Release()
+	var ptrs []unsafe.Pointer
+	for range 16 {
+		m, err := tn.DLPack(dlpack.DefaultRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ptrs = append(ptrs, m.Pointer())
+	}
+	tn.Release()
+	tn = nil
+	for range 5 {
+		_ = make([]byte, 1<<20)
+		runtime.GC()
+	}
+	for i, p := range ptrs {
+		if s := cshim.SumVersioned(p); s != 10 {
+			t.Errorf("export %d: C sum %v, want 10", i, s)
+		}
+	}
+	cshim.ReleaseOnThreads(ptrs, 4, false)
+	if n := dlpack.Outstanding(); n != 0 {
+		t.Errorf("outstanding %d", n)
+	}
+	runtime.GC() // the Tensor is unreachable now: its cleanup unpins the buffer
 }

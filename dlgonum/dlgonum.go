@@ -153,3 +153,6 @@ func copy2D[T float64 | complex128](f dlpack.Foreign) ([]T, int, int, error) {
 	}
 	return data, int(f.Dim(0)), int(f.Dim(1)), nil
 }
+
+// errNilMatrix is the error for a nil matrix or vector.
+var errNilMatrix = &dlpack.FieldError{Field: "matrix", Value: "nil", Err: dlpack.ErrNilPointer, Why: "nil matrix"}

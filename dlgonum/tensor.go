@@ -28,8 +28,13 @@ type Tensor struct {
 }
 
 // FromDense returns m as a rows x cols float64 tensor with strides (row
-// stride, 1). An empty matrix (the zero Dense) is a (0, 0) tensor.
+// stride, 1). An empty matrix (the zero Dense) is a (0, 0) tensor; a nil
+// m gives a Tensor that every consumer refuses with dlpack.ErrNilPointer
+// (as for FromVecDense and FromCDense).
 func FromDense(m *mat.Dense) *Tensor {
+	if m == nil {
+		return &Tensor{} // describes nothing: ErrNilPointer
+	}
 	raw := m.RawMatrix()
 	return &Tensor{matrix: m, f64: raw.Data, ndim: 2,
 		shape: [2]int64{int64(raw.Rows), int64(raw.Cols)}, strides: [2]int64{int64(raw.Stride), 1}}
@@ -38,6 +43,9 @@ func FromDense(m *mat.Dense) *Tensor {
 // FromVecDense returns v as a 1-d float64 tensor whose stride is v's
 // increment. An empty vector is a (0,) tensor.
 func FromVecDense(v *mat.VecDense) *Tensor {
+	if v == nil {
+		return &Tensor{}
+	}
 	raw := v.RawVector()
 	return &Tensor{matrix: v, f64: raw.Data, ndim: 1,
 		shape: [2]int64{int64(raw.N)}, strides: [2]int64{int64(raw.Inc)}}
@@ -46,6 +54,9 @@ func FromVecDense(v *mat.VecDense) *Tensor {
 // FromCDense returns m as a rows x cols complex128 tensor with strides
 // (row stride, 1).
 func FromCDense(m *mat.CDense) *Tensor {
+	if m == nil {
+		return &Tensor{}
+	}
 	raw := m.RawCMatrix()
 	return &Tensor{matrix: m, c128: raw.Data, complex: true, ndim: 2,
 		shape: [2]int64{int64(raw.Rows), int64(raw.Cols)}, strides: [2]int64{int64(raw.Stride), 1}}
@@ -58,6 +69,9 @@ func (t *Tensor) Matrix() any { return t.matrix }
 // DescribeTensor implements dlpack.Source: CPU memory of float64 or
 // complex128 elements, the Tensor as Owner.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
+	if t == nil || t.matrix == nil {
+		return errNilMatrix
+	}
 	if t.complex {
 		dlpack.DescribeSlice(d, t.c128)
 	} else {

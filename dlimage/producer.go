@@ -6,6 +6,7 @@ import (
 	"image/color"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // Tensor is a tensor of 8-bit samples lying in a Go byte slice: the pixels
@@ -94,14 +95,18 @@ func (t *Tensor) check() (int64, error) {
 	return numel, nil
 }
 
-// FromImage returns the zero-copy tensor of an 8-bit image's samples (see the
+// Pixels returns the zero-copy tensor of an 8-bit image's samples (see the
 // package documentation for the shape of each type). The tensor shares
 // img's memory: a sub-image is described through its offset into Pix and
 // its parent's row stride. It fails with ErrBigEndian for the 16-bit
 // types (use CopyFromGray16, CopyFromRGBA64 or CopyFromNRGBA64), ErrUnsupported for
-// *image.YCbCr (use FromYCbCr) and every other type, and ErrMalformed for an
-// image whose Pix cannot hold its Rect.
+// *image.YCbCr (use FromYCbCr) and every other type, ErrMalformed for an
+// image whose Pix cannot hold its Rect, and dlpack.ErrNilPointer for nil
+// or a nil pointer (as do FromYCbCr and the Copy functions).
 func FromImage(img image.Image) (*Tensor, error) {
+	if nilcheck.IsNil(img) {
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", fmt.Sprintf("%T", img), "nil image")
+	}
 	switch m := img.(type) {
 	case *image.Gray:
 		if m != nil {
@@ -130,11 +135,11 @@ func FromImage(img image.Image) (*Tensor, error) {
 	case *image.Gray16, *image.RGBA64, *image.NRGBA64:
 		return nil, fieldErr(ErrBigEndian, "image", fmt.Sprintf("%T", img), "copy it with CopyFromGray16, CopyFromRGBA64 or CopyFromNRGBA64")
 	case *image.YCbCr:
-		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use FromYCbCr")
+		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use Planes")
 	default:
 		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "no tensor layout for this type")
 	}
-	return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "nil image")
+	return nil, fieldErr(dlpack.ErrNilPointer, "image", fmt.Sprintf("%T", img), "nil image")
 }
 
 // newTensor describes the samples of rectangle r of an image whose pixel
@@ -163,7 +168,7 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 	return t, nil
 }
 
-// FromYCbCr returns the three zero-copy tensors of a *image.YCbCr: Y of shape
+// Planes returns the three zero-copy tensors of a *image.YCbCr: Y of shape
 // (H, W) with strides (YStride, 1), and Cb and Cr of shape (CH, CW) with
 // strides (CStride, 1), where CH and CW count the chroma samples that cover
 // the image's Rect at its SubsampleRatio, as the image package computes
@@ -175,7 +180,7 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 // *image.NYCbCrA, FromYCbCr(&img.YCbCr) gives its colour planes.
 func FromYCbCr(img *image.YCbCr) (y, cb, cr *Tensor, err error) {
 	if img == nil {
-		return nil, nil, nil, fieldErr(ErrUnsupported, "image", "*image.YCbCr", "nil image")
+		return nil, nil, nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.YCbCr", "nil image")
 	}
 	r := img.Rect
 	var h, w, ch, cw, yOff, cOff int
@@ -215,9 +220,9 @@ func yCbCrSize(r image.Rectangle, ratio image.YCbCrSubsampleRatio) (w, h, cw, ch
 	return w, h, cw, ch
 }
 
-// CopyFromPalette returns a copy of a palette as an (N, 4) uint8 array of
+// Palette returns a copy of a palette as an (N, 4) uint8 array of
 // non-premultiplied RGBA colours (color.NRGBAModel), row i being the colour
-// of index i: what the indices from FromImage of an *image.Paletted refer to.
+// of index i: what the indices from Pixels of an *image.Paletted refer to.
 func CopyFromPalette(p color.Palette) *dlpack.Array[uint8] {
 	data := dlpack.AlignedSlice[uint8](4 * len(p))
 	for i, c := range p {
@@ -234,7 +239,7 @@ func CopyFromPalette(p color.Palette) *dlpack.Array[uint8] {
 // Pix cannot hold its Rect.
 func CopyFromGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.Gray16", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.Gray16", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 1, img.PixOffset)
 }
@@ -243,7 +248,7 @@ func CopyFromGray16(img *image.Gray16) (*dlpack.Array[uint16], error) {
 // of alpha-premultiplied samples, as the image holds them.
 func CopyFromRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.RGBA64", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.RGBA64", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 4, img.PixOffset)
 }
@@ -252,7 +257,7 @@ func CopyFromRGBA64(img *image.RGBA64) (*dlpack.Array[uint16], error) {
 // array of non-premultiplied samples.
 func CopyFromNRGBA64(img *image.NRGBA64) (*dlpack.Array[uint16], error) {
 	if img == nil {
-		return nil, fieldErr(ErrUnsupported, "image", "*image.NRGBA64", "nil image")
+		return nil, fieldErr(dlpack.ErrNilPointer, "image", "*image.NRGBA64", "nil image")
 	}
 	return copy16(img, img.Pix, img.Stride, img.Rect, 4, img.PixOffset)
 }

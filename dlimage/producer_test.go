@@ -24,7 +24,7 @@ func fill(pix []uint8) {
 	}
 }
 
-// eightBit is one 8-bit image of each type FromImage exports, 5 wide (odd)
+// eightBit is one 8-bit image of each type Pixels exports, 5 wide (odd)
 // and 3 high, with the bytes per pixel of its Pix.
 func eightBit() []struct {
 	img      image.Image
@@ -203,8 +203,8 @@ func TestPixelsRefusals(t *testing.T) {
 		{image.NewNRGBA64(r), dlimage.ErrBigEndian},
 		{image.NewYCbCr(r, image.YCbCrSubsampleRatio420), dlimage.ErrUnsupported},
 		{image.NewUniform(color.White), dlimage.ErrUnsupported},
-		{(*image.Gray)(nil), dlimage.ErrUnsupported},
-		{nil, dlimage.ErrUnsupported},
+		{(*image.Gray)(nil), dlpack.ErrNilPointer},
+		{nil, dlpack.ErrNilPointer},
 		{&image.Gray{Pix: make([]uint8, 5), Stride: 3, Rect: r}, dlimage.ErrMalformed},  // needs 6 bytes
 		{&image.RGBA{Pix: make([]uint8, 24), Stride: 8, Rect: r}, dlimage.ErrMalformed}, // rows overlap
 		{&image.Gray{Pix: make([]uint8, 6), Stride: -3, Rect: r}, dlimage.ErrMalformed},
@@ -216,7 +216,7 @@ func TestPixelsRefusals(t *testing.T) {
 		require.ErrorAs(t, err, &fe)
 		assert.NotEmpty(t, fe.Why)
 	}
-	// A Tensor whose fields were changed after FromImage is checked again.
+	// A Tensor whose fields were changed after Pixels is checked again.
 	tn, err := dlimage.FromImage(image.NewGray(r))
 	require.NoError(t, err)
 	tn.Pix = tn.Pix[:4]
@@ -325,7 +325,7 @@ func TestPlanes(t *testing.T) {
 		}
 	}
 	_, _, _, err := dlimage.FromYCbCr(nil)
-	require.ErrorIs(t, err, dlimage.ErrUnsupported)
+	require.ErrorIs(t, err, dlpack.ErrNilPointer)
 	_, _, _, err = dlimage.FromYCbCr(&image.YCbCr{Y: make([]uint8, 4), YStride: 2, Rect: image.Rect(0, 0, 2, 2)})
 	require.ErrorIs(t, err, dlimage.ErrMalformed, "no chroma memory")
 }
@@ -384,7 +384,7 @@ func TestCopy16(t *testing.T) {
 	_, err = dlimage.CopyFromGray16(&image.Gray16{Pix: make([]uint8, 3), Stride: 2, Rect: image.Rect(0, 0, 1, 2)})
 	require.ErrorIs(t, err, dlimage.ErrMalformed)
 	_, err = dlimage.CopyFromRGBA64(nil)
-	require.ErrorIs(t, err, dlimage.ErrUnsupported)
+	require.ErrorIs(t, err, dlpack.ErrNilPointer)
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
 

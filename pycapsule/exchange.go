@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // ErrExchange: an entry of a DLPack exchange table failed, or a Python
@@ -206,7 +207,7 @@ func pycapsuleExchangeProduce(slot C.int, obj C.uintptr_t, out **C.DLManagedTens
 // producer returns the producer behind obj, an instance of e's type.
 func (e *Exchange) producer(obj uintptr) (dlpack.Producer, error) {
 	p, err := e.t.Producer(obj)
-	if err == nil && p == nil {
+	if err == nil && nilcheck.IsNil(p) {
 		err = fmt.Errorf("%w: the object holds no producer", ErrExchange)
 	}
 	return p, err

@@ -12,6 +12,7 @@ import (
 	"math"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
 // Exception is a Python exception type: the one Raise sets for an error.
@@ -193,7 +194,10 @@ func Capsule(m dlpack.Managed) uintptr {
 // (Raise): TypeError or ValueError for a bad argument, BufferError for a
 // request the producer cannot honour (stream on the CPU, another device,
 // copy=False when a copy is needed, ...). What the versions, copies and
-// flags are is p's decision: for a dlpack.Source, dlpack.Produce's.
+// flags are is p's decision: for a dlpack.Source, dlpack.Produce's. A nil
+// p (nil, or a nil pointer such as a nil *dlpack.Array) is a BufferError
+// (dlpack.ErrNilPointer), and a tensor that p's DLPack returned together
+// with an error is released: the same answers as dlpack.From.
 //
 // A Python type for Go tensors implements the protocol in two lines:
 //
@@ -202,8 +206,8 @@ func Capsule(m dlpack.Managed) uintptr {
 //		return C.uintptr_t(pycapsule.DLPack(lookup(id), uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copy)))
 //	}
 func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintptr {
-	if p == nil {
-		setError(C.PYCAPSULE_BUFFER_ERROR, "pycapsule: no producer")
+	if nilcheck.IsNil(p) {
+		Raise(noProducer(p))
 		return 0
 	}
 	req, err := ParseRequest(p.DLPackDevice(), stream, maxVersion, dlDevice, copy)
@@ -212,6 +216,9 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 		return 0
 	}
 	m, err := p.DLPack(req)
+	if err == nil && m.Pointer() == nil {
+		err = &dlpack.FieldError{Field: "managed tensor", Value: "NULL", Err: dlpack.ErrNilPointer, Why: "the producer returned no tensor and no error"}
+	}
 	if err != nil {
 		m.Release() // a producer should return none with an error; if it did, it is ours
 		Raise(err)
@@ -224,8 +231,8 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 // tuple (device_type, device_id) of p's device (the zero Device reads as
 // the CPU), or 0 with an exception set.
 func DLPackDevice(p dlpack.Producer) uintptr {
-	if p == nil {
-		setError(C.PYCAPSULE_BUFFER_ERROR, "pycapsule: no producer")
+	if nilcheck.IsNil(p) {
+		Raise(noProducer(p))
 		return 0
 	}
 	d := p.DLPackDevice()
@@ -233,4 +240,12 @@ func DLPackDevice(p dlpack.Producer) uintptr {
 		d = dlpack.CPUDevice
 	}
 	return uintptr(C.pycapsule_pair(C.longlong(d.Type), C.longlong(d.ID)))
+}
+
+// noProducer is the error for a nil producer (nil, or a nil pointer whose
+// methods would panic): the one dlpack.From gives, which refuses a nil
+// producer before calling any of its methods.
+func noProducer(p dlpack.Producer) error {
+	_, err := dlpack.From(p)
+	return err
 }
