@@ -3,6 +3,7 @@ package dlpack
 import (
 	"runtime"
 	"strconv"
+	"structs"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -14,6 +15,7 @@ import (
 // front of every managed struct it allocates. The deleters read the handle
 // and generation from here, never from fields a consumer could have changed.
 type prefix struct {
+	_      structs.HostLayout
 	handle uint64
 	gen    uint64
 	magic  uint64
@@ -21,6 +23,7 @@ type prefix struct {
 
 // bufctl mirrors godlpack_bufctl, the control block of a Buffer.
 type bufctl struct {
+	_      structs.HostLayout
 	refs   int64
 	nbytes uint64
 }
