@@ -192,12 +192,13 @@ files: pybridges-lib $(VENV)/.installed
 # GoMLX (package dlgomlx): weights written by Python's safetensors, taken
 # into GoMLX by the bridge, a softmax MLP run on simplego, its results
 # taken by NumPy through DLPack and compared with JAX (Go inside Python,
-# the c-shared library dlgomlx/internal/libdlgomlx); the 100,000-exchange
-# soaks each way, in Go and with NumPy; then the side by side again under
-# cgocheck2. Plain go test skips the Python part (DLGOMLX_PYTHON unset).
-gomlx: $(VENV)/.installed
+# the bridges' library internal/libpybridges); the 100,000-exchange soaks
+# each way, in Go and with NumPy; then the side by side again under
+# cgocheck2, the test building the library with it. Plain go test skips
+# the Python part (DLGOMLX_PYTHON unset).
+gomlx: pybridges-lib $(VENV)/.installed
 	@echo "== GoMLX bridge (dlgomlx): safetensors -> GoMLX (simplego) -> NumPy, against JAX; 100,000 exchanges each way"
-	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
+	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python PYBRIDGES_LIB=$(PYBRIDGES_LIB) DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
 	@echo "== the same side by side, GOEXPERIMENT=cgocheck2 (library and test; the race detector cannot load into Python)"
 	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python GOEXPERIMENT=cgocheck2 GO=$(GO) $(GO) test -count=1 -run 'SideBySide' ./dlgomlx
 

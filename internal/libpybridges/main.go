@@ -1,8 +1,8 @@
 // Command libpybridges is the one C shared library that puts the bridges
 // inside a Python process, for the tests that compare each bridge with
 // its Python peer (dlimage with Pillow, dlarrow with pyarrow, tensorfile
-// with NumPy and safetensors, dlonnx with onnxruntime's Python API) and
-// for the PNG and ONNX examples:
+// with NumPy and safetensors, dlonnx with onnxruntime's Python API,
+// dlgomlx with NumPy and JAX) and for the PNG and ONNX examples:
 //
 //	go build -buildmode=c-shared -o .build/libpybridges.so ./internal/libpybridges
 //
@@ -12,17 +12,19 @@
 // pybridges_free, and the counters the tests read at the end. Each bridge
 // is one more file of exported functions named after its package
 // (image.go: dlimage_*, arrow.go: dlarrow_*, tensorfile.go: tensorfile_*,
-// onnx.go: dlonnx_*), with a Python helper that loads this library
-// (examples/png/goimage.py, dlarrow/python/godlarrow.py,
-// tensorfile/testdata/share.py, examples/onnx/goort.py).
+// onnx.go: dlonnx_*, gomlx.go: dlgomlx_*), with a Python helper that
+// loads this library (examples/png/goimage.py, dlarrow/python/godlarrow.py,
+// tensorfile/testdata/share.py, examples/onnx/goort.py,
+// dlgomlx/testdata/mlp.py).
 //
 // Adding a bridge adds a file here, not a library: its exported functions
 // register the bridge's values (register, lookup) and answer __dlpack__
 // with pycapsule.DLPack; its Python helper declares their ctypes
 // signatures and frees its ids with pybridges_free. A bridge that needs
 // more set-up than pybridges_init has its own init function, called only
-// by its own helper (dlonnx_init loads ONNX Runtime), so that the other
-// bridges' tests never need what it loads.
+// by its own helper (dlonnx_init loads ONNX Runtime, dlgomlx_init makes
+// GoMLX's simplego backend), so that the other bridges' tests never need
+// what it loads.
 package main
 
 // #include <stdint.h>
