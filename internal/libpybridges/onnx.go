@@ -37,17 +37,17 @@ var (
 	// What the last run saw, for the zero-copy checks: the address of
 	// each input's memory as ONNX Runtime has it, whether it was copied,
 	// and the address of the output's memory.
-	lastInputs []uintptr
-	lastCopied []bool
-	lastOutput uintptr
+	onnxLastInputs []uintptr
+	onnxLastCopied []bool
+	onnxLastOutput uintptr
 	// Whether the last output equalled, bit for bit, the expected tensor
 	// handed to the run (-1: none was).
-	lastEqual = -1
+	onnxLastEqual = -1
 )
 
-// fail sets a Python exception (BufferError if bufferError, else
+// onnxFail sets a Python exception (BufferError if bufferError, else
 // ValueError) whose message starts "goort: ", the name of the Python helper.
-func fail(bufferError bool, err error) {
+func onnxFail(bufferError bool, err error) {
 	pycapsule.SetError(bufferError, "goort: "+err.Error())
 }
 
@@ -62,7 +62,7 @@ func dlonnx_init(lib *C.char) C.int {
 	}
 	ort.SetSharedLibraryPath(C.GoString(lib))
 	if err := ort.InitializeEnvironment(); err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	return 0
@@ -78,13 +78,13 @@ func dlonnx_open(model, inputs, output *C.char) C.int64_t {
 	// a path it opens.
 	data, err := os.ReadFile(C.GoString(model))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	s, err := ort.NewDynamicAdvancedSessionWithONNXData(data, strings.Split(C.GoString(inputs), ","),
 		[]string{C.GoString(output)}, nil)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	return register(s)
@@ -98,12 +98,12 @@ func dlonnx_open(model, inputs, output *C.char) C.int64_t {
 func dlonnx_open_adopting(model *C.char) C.int64_t {
 	data, err := os.ReadFile(C.GoString(model))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	s, err := dlonnx.NewSession(data)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	return register(s)
@@ -119,7 +119,7 @@ func dlonnx_open_adopting(model *C.char) C.int64_t {
 func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintptr_t {
 	s, ok := lookup[*dlonnx.Session](id)
 	if !ok {
-		fail(false, errors.New("no such session"))
+		onnxFail(false, errors.New("no such session"))
 		return 0
 	}
 	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
@@ -130,16 +130,16 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 		}
 	}()
 	for j, c := range capsules {
-		t, err := consume(c)
+		t, err := onnxInput(c)
 		if err != nil {
-			fail(true, fmt.Errorf("input %d: %w", j, err))
+			onnxFail(true, fmt.Errorf("input %d: %w", j, err))
 			return 0
 		}
 		inputs = append(inputs, t)
 	}
 	outs, err := s.Run(inputs...)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	defer func() {
@@ -148,16 +148,16 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 		}
 	}()
 	if int(i) < 0 || int(i) >= len(outs) {
-		fail(false, fmt.Errorf("no output %d", i))
+		onnxFail(false, fmt.Errorf("no output %d", i))
 		return 0
 	}
-	lastOutput = 0
+	onnxLastOutput = 0
 	if b := outs[i].Bytes(); len(b) > 0 {
-		lastOutput = uintptr(unsafe.Pointer(&b[0]))
+		onnxLastOutput = uintptr(unsafe.Pointer(&b[0]))
 	}
 	m, err := dlpack.Produce(outs[i], dlpack.DefaultRequest())
 	if err != nil {
-		fail(true, err)
+		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
@@ -179,12 +179,12 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int, expect C.uintptr_t) C.uintptr_t {
 	s, ok := lookup[*ort.DynamicAdvancedSession](id)
 	if !ok {
-		fail(false, errors.New("no such session"))
+		onnxFail(false, errors.New("no such session"))
 		return 0
 	}
 	dt, err := dlpack.ParseDataType(C.GoString(dtype))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
@@ -194,45 +194,45 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 			v.Destroy()
 		}
 	}()
-	lastInputs, lastCopied = lastInputs[:0], lastCopied[:0]
+	onnxLastInputs, onnxLastCopied = onnxLastInputs[:0], onnxLastCopied[:0]
 	for i, c := range capsules {
-		t, err := consume(c)
+		t, err := onnxInput(c)
 		if err != nil {
-			fail(true, fmt.Errorf("input %d: %w", i, err))
+			onnxFail(true, fmt.Errorf("input %d: %w", i, err))
 			// The capsules after this one stay unconsumed: Python
 			// releases them.
 			return 0
 		}
 		inputs = append(inputs, t)
-		lastInputs = append(lastInputs, dataAddr(t))
-		lastCopied = append(lastCopied, t.Copied())
+		onnxLastInputs = append(onnxLastInputs, onnxDataAddr(t))
+		onnxLastCopied = append(onnxLastCopied, t.Copied())
 	}
 	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	defer out.Destroy() // the capsule's consumer holds its own share
 	if err := s.Run(inputs, []ort.Value{out}); err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
-	lastOutput = dataAddr(out)
-	lastEqual = -1
+	onnxLastOutput = onnxDataAddr(out)
+	onnxLastEqual = -1
 	if expect != 0 {
-		eq, err := sameBytes(uintptr(expect), out)
+		eq, err := onnxSameBytes(uintptr(expect), out)
 		if err != nil {
-			fail(true, fmt.Errorf("expected output: %w", err))
+			onnxFail(true, fmt.Errorf("expected output: %w", err))
 			return 0
 		}
-		lastEqual = 0
+		onnxLastEqual = 0
 		if eq {
-			lastEqual = 1
+			onnxLastEqual = 1
 		}
 	}
 	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
 	if err != nil {
-		fail(true, err)
+		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
@@ -242,10 +242,10 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 	return C.uintptr_t(capsule)
 }
 
-// consume takes the tensor out of a capsule and makes the ONNX Runtime
+// onnxInput takes the tensor out of a capsule and makes the ONNX Runtime
 // tensor over it: shared when it can be, else an explicit copy. The
 // Foreign is closed at once: the Tensor holds its own reference.
-func consume(capsule uintptr) (*dlonnx.Tensor, error) {
+func onnxInput(capsule uintptr) (*dlonnx.Tensor, error) {
 	p, versioned, err := pycapsule.Consume(capsule)
 	if err != nil {
 		return nil, err
@@ -267,9 +267,9 @@ func consume(capsule uintptr) (*dlonnx.Tensor, error) {
 	return t, err
 }
 
-// sameBytes reports whether the tensor in a capsule has the type, shape
+// onnxSameBytes reports whether the tensor in a capsule has the type, shape
 // and bytes of out.
-func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
+func onnxSameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
 	p, versioned, err := pycapsule.Consume(capsule)
 	if err != nil {
 		return false, err
@@ -293,7 +293,7 @@ func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
 	return w.DType() == out.DType() && slices.Equal(w.Shape(), out.Shape()) && bytes.Equal(w.GetData(), out.GetData()), nil
 }
 
-func dataAddr(t *dlonnx.Tensor) uintptr {
+func onnxDataAddr(t *dlonnx.Tensor) uintptr {
 	if b := t.GetData(); len(b) > 0 {
 		return uintptr(unsafe.Pointer(&b[0]))
 	}
@@ -305,10 +305,10 @@ func dataAddr(t *dlonnx.Tensor) uintptr {
 //
 //export dlonnx_input_addr
 func dlonnx_input_addr(i C.int) C.uintptr_t {
-	if i < 0 || int(i) >= len(lastInputs) {
+	if i < 0 || int(i) >= len(onnxLastInputs) {
 		return 0
 	}
-	return C.uintptr_t(lastInputs[i])
+	return C.uintptr_t(onnxLastInputs[i])
 }
 
 // dlonnx_input_copied reports whether input i of the last dlonnx_run was
@@ -316,7 +316,7 @@ func dlonnx_input_addr(i C.int) C.uintptr_t {
 //
 //export dlonnx_input_copied
 func dlonnx_input_copied(i C.int) C.int {
-	if i >= 0 && int(i) < len(lastCopied) && lastCopied[i] {
+	if i >= 0 && int(i) < len(onnxLastCopied) && onnxLastCopied[i] {
 		return 1
 	}
 	return 0
@@ -326,10 +326,10 @@ func dlonnx_input_copied(i C.int) C.int {
 // expected tensor bit for bit: 1 yes, 0 no, -1 none was given.
 //
 //export dlonnx_last_equal
-func dlonnx_last_equal() C.int { return C.int(lastEqual) }
+func dlonnx_last_equal() C.int { return C.int(onnxLastEqual) }
 
 // dlonnx_output_addr returns the address of the memory ONNX Runtime wrote
 // the last output into.
 //
 //export dlonnx_output_addr
-func dlonnx_output_addr() C.uintptr_t { return C.uintptr_t(lastOutput) }
+func dlonnx_output_addr() C.uintptr_t { return C.uintptr_t(onnxLastOutput) }
