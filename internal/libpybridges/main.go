@@ -20,11 +20,13 @@
 // Adding a bridge adds a file here, not a library: its exported functions
 // register the bridge's values (register, lookup) and answer __dlpack__
 // with pycapsule.DLPack; its Python helper declares their ctypes
-// signatures and frees its ids with pybridges_free. A bridge that needs
-// more set-up than pybridges_init has its own init function, called only
-// by its own helper (dlonnx_init loads ONNX Runtime, dlgomlx_init makes
-// GoMLX's simplego backend), so that the other bridges' tests never need
-// what it loads.
+// signatures and frees its ids with pybridges_free. exports_test.go
+// checks both sides: each file's prefix, and that the helpers call every
+// exported function and nothing else. A bridge that needs more set-up
+// than pybridges_init has its own init function, called only by its own
+// helper (dlonnx_init loads ONNX Runtime, dlgomlx_init makes GoMLX's
+// simplego backend), so that the other bridges' tests never need what it
+// loads.
 package main
 
 // #include <stdint.h>
