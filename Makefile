@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-lib onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -115,12 +115,10 @@ python-example: python-lib $(VENV)/.installed
 # skips what needs them; with DLONNX_MODELS set they must run.
 ORT_LIB := $(VENV)/bin/python -c 'import glob, os, onnxruntime; print(sorted(glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so.*")))[0])'
 ONNX_ENV = ONNXRUNTIME_LIB=$(shell $(ORT_LIB)) DLONNX_MODELS=$(CURDIR)/.build/onnx
-GOORT_RUN = GOORT_LIB=$(CURDIR)/.build/libgoort.so PYTHONPATH=$(CURDIR)/examples/onnx $(VENV)/bin/python
+# Go inside Python: the bridges' library (pybridges-lib, below).
+ONNXRUN = PYBRIDGES_LIB=$(PYBRIDGES_LIB) PYTHONPATH=$(CURDIR)/examples/onnx $(VENV)/bin/python
 
-onnx-lib:
-	$(GO) build -buildmode=c-shared -o .build/libgoort.so ./examples/onnx/libgoort
-
-onnx: onnx-lib $(VENV)/.installed
+onnx: pybridges-lib $(VENV)/.installed
 	@echo "== ONNX Runtime bridge (dlonnx) on the onnxruntime wheel's library: plain, race, cgocheck2, checkfinalizers, asan"
 	$(ORT_LIB)
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
@@ -136,12 +134,13 @@ onnx: onnx-lib $(VENV)/.installed
 	cargo build --release --quiet --manifest-path internal/dlparkpeer/rust/Cargo.toml
 	$(ONNX_ENV) $(GO) test -count=1 -tags dlpark -run Rust -v ./dlonnx 2>&1 | grep -E '^(---|ok|FAIL|panic)'
 	@echo "== ONNX Runtime from Go inside Python, side by side with onnxruntime's Python API"
-	$(GOORT_RUN) -m pytest -q -p no:cacheprovider examples/onnx/tests
-	@out="$$($(GOORT_RUN) examples/onnx/demo.py)"; echo "$$out"; \
+	$(ONNXRUN) -m pytest -q -p no:cacheprovider examples/onnx/tests
+	@out="$$($(ONNXRUN) examples/onnx/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the ONNX example did not end with nothing outstanding"; exit 1; }
 
-onnx-example: onnx-lib $(VENV)/.installed
-	$(GOORT_RUN) examples/onnx/demo.py
+onnx-example: pybridges-lib $(VENV)/.installed
+	$(ONNXRUN) examples/onnx/demo.py
+
 # The bridges inside Python: one c-shared library (internal/libpybridges)
 # that the Python tests of every bridge load from $PYBRIDGES_LIB.
 PYBRIDGES_LIB := $(CURDIR)/.build/libpybridges.so
@@ -193,12 +192,13 @@ files: pybridges-lib $(VENV)/.installed
 # GoMLX (package dlgomlx): weights written by Python's safetensors, taken
 # into GoMLX by the bridge, a softmax MLP run on simplego, its results
 # taken by NumPy through DLPack and compared with JAX (Go inside Python,
-# the c-shared library dlgomlx/internal/libdlgomlx); the 100,000-exchange
-# soaks each way, in Go and with NumPy; then the side by side again under
-# cgocheck2. Plain go test skips the Python part (DLGOMLX_PYTHON unset).
-gomlx: $(VENV)/.installed
+# the bridges' library internal/libpybridges); the 100,000-exchange soaks
+# each way, in Go and with NumPy; then the side by side again under
+# cgocheck2, the test building the library with it. Plain go test skips
+# the Python part (DLGOMLX_PYTHON unset).
+gomlx: pybridges-lib $(VENV)/.installed
 	@echo "== GoMLX bridge (dlgomlx): safetensors -> GoMLX (simplego) -> NumPy, against JAX; 100,000 exchanges each way"
-	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
+	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python PYBRIDGES_LIB=$(PYBRIDGES_LIB) DLGOMLX_SOAK=100000 GO=$(GO) $(GO) test -count=1 -v -run 'SideBySide|Soak' ./dlgomlx 2>&1 | grep -E '^(---|ok|FAIL|panic)|copies|exchanges|bit for bit|done'
 	@echo "== the same side by side, GOEXPERIMENT=cgocheck2 (library and test; the race detector cannot load into Python)"
 	DLGOMLX_PYTHON=$(CURDIR)/$(VENV)/bin/python GOEXPERIMENT=cgocheck2 GO=$(GO) $(GO) test -count=1 -run 'SideBySide' ./dlgomlx
 

@@ -16,21 +16,27 @@ import (
 // MLP run on simplego, its results taken by NumPy through DLPack (shared)
 // and compared with JAX on the same weights (float32 tolerance; integer
 // ops and a transpose bit for bit); then exchanges each way with NumPy.
-// Go runs inside Python as the c-shared library internal/libdlgomlx.
-// DLGOMLX_PYTHON names a python with NumPy, safetensors and JAX (make
-// gomlx sets it); without it the test skips.
+// Go runs inside Python in the bridges' c-shared library
+// (internal/libpybridges): $PYBRIDGES_LIB, or built here when that is
+// unset (as make gomlx leaves it for the cgocheck2 run, so that the
+// library is built with it too). DLGOMLX_PYTHON names a python with
+// NumPy, safetensors and JAX (make gomlx sets it); without it the test
+// skips.
 func TestNumPyAndJAXSideBySide(t *testing.T) {
 	py := os.Getenv("DLGOMLX_PYTHON")
 	if py == "" {
 		t.Skip("DLGOMLX_PYTHON is not set (make gomlx sets it)")
 	}
-	lib := filepath.Join(t.TempDir(), "libdlgomlx.so")
-	gobin := os.Getenv("GO")
-	if gobin == "" {
-		gobin = "go"
-	}
-	if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "./internal/libdlgomlx").CombinedOutput(); err != nil {
-		t.Fatalf("building the c-shared library: %v\n%s", err, out)
+	lib := os.Getenv("PYBRIDGES_LIB")
+	if lib == "" {
+		lib = filepath.Join(t.TempDir(), "libpybridges.so")
+		gobin := os.Getenv("GO") // the go command that runs the tests (make sets GO)
+		if gobin == "" {
+			gobin = "go"
+		}
+		if out, err := exec.Command(gobin, "build", "-buildmode=c-shared", "-o", lib, "../internal/libpybridges").CombinedOutput(); err != nil {
+			t.Fatalf("building the c-shared library: %v\n%s", err, out)
+		}
 	}
 	cmd := exec.Command(py, "testdata/mlp.py", lib, t.TempDir(), strconv.Itoa(soakRounds(t)))
 	cmd.Env = append(os.Environ(), "JAX_PLATFORMS=cpu")

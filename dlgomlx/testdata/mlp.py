@@ -3,7 +3,8 @@ the result taken by NumPy through DLPack and compared with JAX computing the
 same function on the same weights; then N exchanges each way (run by
 TestNumPyAndJAXSideBySide).
 
-  mlp.py LIB DIR N   LIB: libdlgomlx.so; DIR: a scratch directory
+  mlp.py LIB DIR N   LIB: libpybridges.so (./internal/libpybridges, the
+                     bridges' C shared library); DIR: a scratch directory
 """
 import ctypes
 import gc
@@ -18,28 +19,29 @@ import jax
 import jax.numpy as jnp
 
 lib = ctypes.PyDLL(sys.argv[1])
-lib.gm_init.restype = ctypes.c_int
-lib.gm_mlp.restype = ctypes.c_int64
-lib.gm_mlp.argtypes = [ctypes.c_char_p]
-lib.gm_dlpack.restype = ctypes.py_object
-lib.gm_dlpack.argtypes = [ctypes.c_int] + [ctypes.py_object] * 4
-lib.gm_addr.restype = ctypes.c_size_t
-lib.gm_addr.argtypes = [ctypes.c_int]
-lib.gm_exports.restype = ctypes.c_int64
-lib.gm_exports.argtypes = [ctypes.c_int]
-lib.gm_put.restype = ctypes.c_int
-lib.gm_put.argtypes = [ctypes.py_object]
-lib.gm_take.restype = ctypes.c_int
-lib.gm_take.argtypes = [ctypes.py_object]
-lib.gm_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)] * 3
-lib.gm_outstanding.restype = ctypes.c_int64
-assert lib.gm_init() == 0
+lib.pybridges_init.restype = ctypes.c_int
+lib.dlgomlx_init.restype = ctypes.c_int
+lib.dlgomlx_mlp.restype = ctypes.c_int64
+lib.dlgomlx_mlp.argtypes = [ctypes.c_char_p]
+lib.dlgomlx_dlpack.restype = ctypes.py_object
+lib.dlgomlx_dlpack.argtypes = [ctypes.c_int] + [ctypes.py_object] * 4
+lib.dlgomlx_addr.restype = ctypes.c_size_t
+lib.dlgomlx_addr.argtypes = [ctypes.c_int]
+lib.dlgomlx_exports.restype = ctypes.c_int64
+lib.dlgomlx_exports.argtypes = [ctypes.c_int]
+lib.dlgomlx_put.restype = ctypes.c_int
+lib.dlgomlx_put.argtypes = [ctypes.py_object]
+lib.dlgomlx_take.restype = ctypes.c_int
+lib.dlgomlx_take.argtypes = [ctypes.py_object]
+lib.dlgomlx_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)] * 3
+lib.pybridges_outstanding.restype = ctypes.c_int64
+assert lib.pybridges_init() == 0 and lib.dlgomlx_init() == 0
 d, rounds = sys.argv[2], int(sys.argv[3])
 
 
 def stats():
     v = [ctypes.c_int64() for _ in range(3)]
-    lib.gm_stats(*[ctypes.byref(x) for x in v])
+    lib.dlgomlx_stats(*[ctypes.byref(x) for x in v])
     return tuple(x.value for x in v)
 
 
@@ -53,7 +55,7 @@ class GoResult:
         return (1, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return lib.gm_dlpack(self.i, stream, max_version, dl_device, copy)
+        return lib.dlgomlx_dlpack(self.i, stream, max_version, dl_device, copy)
 
 
 # The weights, written by the safetensors package.
@@ -71,7 +73,7 @@ safetensors.numpy.save_file(w, path)
 
 # Go: tensorfile maps the file, the bridge copies each tensor once into a
 # simplego buffer, GoMLX runs the model.
-copies = lib.gm_mlp(path.encode())
+copies = lib.dlgomlx_mlp(path.encode())
 assert copies == len(w), f"the bridge made {copies} copies for {len(w)} tensors"
 print(f"weights: {len(w)} tensors from safetensors into GoMLX, {copies} copies (one each)")
 
@@ -87,9 +89,9 @@ probs, ints, w1t = (np.from_dlpack(GoResult(i)) for i in range(3))
 s1 = stats()
 assert s1[0] - s0[0] == 3 and s1[1] == s0[1], (s0, s1)
 for i, a in enumerate((probs, ints, w1t)):
-    assert a.ctypes.data == lib.gm_addr(i), "NumPy did not share the GoMLX result"
+    assert a.ctypes.data == lib.dlgomlx_addr(i), "NumPy did not share the GoMLX result"
     assert not a.flags.writeable
-    assert lib.gm_exports(i) == 1
+    assert lib.dlgomlx_exports(i) == 1
 assert probs.dtype == np.float32 and probs.shape == (5, 4)
 np.testing.assert_allclose(probs, want_probs, rtol=1e-5, atol=1e-6)
 maxdiff = float(np.max(np.abs(probs - want_probs)))
@@ -100,7 +102,7 @@ print(f"results to NumPy: 3 shared, 0 copies; softmax MLP equal to JAX within {m
       "int32 ops and the transpose bit for bit")
 del probs, ints, w1t, a
 gc.collect()
-assert all(lib.gm_exports(i) == 0 for i in range(3)) and lib.gm_outstanding() == 0
+assert all(lib.dlgomlx_exports(i) == 0 for i in range(3)) and lib.pybridges_outstanding() == 0
 
 # NumPy arrays of every dtype both sides have (strided ones too) into
 # GoMLX and back to NumPy, bit for bit; bfloat16 through JAX both ways.
@@ -114,7 +116,7 @@ for dt in [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
               (np.dtype(dt).name + " 0-d", np.array(a[1, 2], dtype=dt)), (np.dtype(dt).name + " empty", a[:0])]
 s0 = stats()
 for name, a in cases:
-    i = lib.gm_put(a)
+    i = lib.dlgomlx_put(a)
     b = np.from_dlpack(GoResult(i))
     assert b.dtype == a.dtype and b.shape == a.shape, (name, b.dtype, b.shape)
     assert b.tobytes() == np.ascontiguousarray(a).tobytes(), name
@@ -123,7 +125,7 @@ s1 = stats()
 nonempty = sum(1 for _, a in cases if a.size)
 assert s1[1] - s0[1] == nonempty and s1[0] - s0[0] == len(cases), (s0, s1)  # one copy in, none out
 xb = jnp.asarray(rng.standard_normal((3, 5)), dtype=jnp.bfloat16)
-i = lib.gm_put(xb)
+i = lib.dlgomlx_put(xb)
 yb = jnp.from_dlpack(GoResult(i))
 assert yb.dtype == jnp.bfloat16 and np.asarray(yb).tobytes() == np.asarray(xb).tobytes()
 yb = jnp.from_dlpack(GoResult(2))  # the transposed w1: JAX reads GoMLX's result too
@@ -140,22 +142,22 @@ ref0 = sys.getrefcount(x)
 for _ in range(min(rounds, 1000)):  # warm-up
     a = np.from_dlpack(GoResult(0))
     del a
-    assert lib.gm_take(x) == 0
+    assert lib.dlgomlx_take(x) == 0
 gc.collect()
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 s0 = stats()
 for _ in range(rounds):
     a = np.from_dlpack(GoResult(0))
     del a
-    assert lib.gm_take(x) == 0
+    assert lib.dlgomlx_take(x) == 0
 gc.collect()
 s1 = stats()
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-assert lib.gm_outstanding() == 0 and lib.gm_exports(0) == 0, "GoMLX exports outstanding"
+assert lib.pybridges_outstanding() == 0 and lib.dlgomlx_exports(0) == 0, "GoMLX exports outstanding"
 assert sys.getrefcount(x) == ref0, "NumPy's deleter did not run exactly once per exchange"
 assert s1[0] - s0[0] == rounds and s1[1] - s0[1] == rounds, (s0, s1)
 assert rss1 - rss0 < 32 * 1024, f"peak RSS grew by {rss1 - rss0} KiB"
 print(f"{rounds} exchanges each way with NumPy: outstanding 0, NumPy's references back to {ref0}, "
       f"peak RSS +{rss1 - rss0} KiB")
-lib.gm_free()
+lib.dlgomlx_free()
 print("done")

@@ -1,6 +1,7 @@
 """NumPy -> Go -> ONNX Runtime -> NumPy by DLPack, with no copy: run with
-`make onnx-example` (builds libgoort.so from Go and the virtualenv with
-the onnxruntime wheel, whose libonnxruntime.so Go loads)."""
+`make onnx-example` (builds the bridges' library libpybridges.so from Go,
+./internal/libpybridges, and the virtualenv with the onnxruntime wheel,
+whose libonnxruntime.so Go loads)."""
 import gc
 import os
 import tempfile

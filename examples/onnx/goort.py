@@ -1,6 +1,8 @@
 """ONNX Runtime run from Go on NumPy (or any DLPack) tensors, through
-libgoort (a C shared library built from Go, packages dlonnx and
-pycapsule). Inputs go to Go by DLPack and are shared with ONNX Runtime;
+libpybridges (the C shared library built from Go for the bridges' Python
+tests, ./internal/libpybridges; $PYBRIDGES_LIB, by default
+.build/libpybridges.so at the top of the repository), packages dlonnx and
+pycapsule. Inputs go to Go by DLPack and are shared with ONNX Runtime;
 the output comes back by DLPack, in the memory ONNX Runtime wrote."""
 import ctypes
 import glob
@@ -8,27 +10,28 @@ import os
 
 import onnxruntime
 
-_lib = ctypes.PyDLL(os.environ.get("GOORT_LIB", os.path.join(os.path.dirname(__file__), "libgoort.so")))
-_lib.goort_init.restype = ctypes.c_int
-_lib.goort_init.argtypes = [ctypes.c_char_p]
-_lib.goort_open.restype = ctypes.c_int64
-_lib.goort_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
-_lib.goort_close.argtypes = [ctypes.c_int64]
-_lib.goort_open_adopting.restype = ctypes.c_int64
-_lib.goort_open_adopting.argtypes = [ctypes.c_char_p]
-_lib.goort_run_adopt.restype = ctypes.py_object
-_lib.goort_run_adopt.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_int]
-_lib.goort_run.restype = ctypes.py_object  # a new reference, or NULL with an exception set
-_lib.goort_run.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p,
-                           ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_size_t]
-_lib.goort_last_equal.restype = ctypes.c_int
-_lib.goort_input_addr.restype = ctypes.c_size_t
-_lib.goort_input_addr.argtypes = [ctypes.c_int]
-_lib.goort_input_copied.restype = ctypes.c_int
-_lib.goort_input_copied.argtypes = [ctypes.c_int]
-_lib.goort_output_addr.restype = ctypes.c_size_t
-_lib.goort_outstanding.restype = ctypes.c_int64
-_lib.goort_go_heap.restype = ctypes.c_int64
+_lib = ctypes.PyDLL(os.environ.get("PYBRIDGES_LIB", os.path.join(os.path.dirname(__file__), "..", "..", ".build", "libpybridges.so")))
+_lib.pybridges_init.restype = ctypes.c_int
+_lib.pybridges_free.argtypes = [ctypes.c_int64]
+_lib.dlonnx_init.restype = ctypes.c_int
+_lib.dlonnx_init.argtypes = [ctypes.c_char_p]
+_lib.dlonnx_open.restype = ctypes.c_int64
+_lib.dlonnx_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
+_lib.dlonnx_open_adopting.restype = ctypes.c_int64
+_lib.dlonnx_open_adopting.argtypes = [ctypes.c_char_p]
+_lib.dlonnx_run_adopt.restype = ctypes.py_object
+_lib.dlonnx_run_adopt.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_int]
+_lib.dlonnx_run.restype = ctypes.py_object  # a new reference, or NULL with an exception set
+_lib.dlonnx_run.argtypes = [ctypes.c_int64, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int, ctypes.c_char_p,
+                            ctypes.POINTER(ctypes.c_int64), ctypes.c_int, ctypes.c_size_t]
+_lib.dlonnx_last_equal.restype = ctypes.c_int
+_lib.dlonnx_input_addr.restype = ctypes.c_size_t
+_lib.dlonnx_input_addr.argtypes = [ctypes.c_int]
+_lib.dlonnx_input_copied.restype = ctypes.c_int
+_lib.dlonnx_input_copied.argtypes = [ctypes.c_int]
+_lib.dlonnx_output_addr.restype = ctypes.c_size_t
+_lib.pybridges_outstanding.restype = ctypes.c_int64
+_lib.pybridges_go_heap.restype = ctypes.c_int64
 
 
 def ort_library():
@@ -39,9 +42,9 @@ def ort_library():
     return sorted(found)[0]
 
 
-_rc = _lib.goort_init(ort_library().encode())
-if _rc == -2:
-    raise ImportError("libgoort: CPython C API not found in this process")
+if _lib.pybridges_init() != 0:
+    raise ImportError("libpybridges: CPython C API not found in this process")
+_lib.dlonnx_init(ort_library().encode())  # raises if ONNX Runtime cannot be loaded
 
 KDLCPU = 1
 
@@ -75,11 +78,11 @@ class Session:
     """A model run by ONNX Runtime from Go: Session(path, ["X", "W"], "Y")."""
 
     def __init__(self, path, inputs, output):
-        self._id = _lib.goort_open(str(path).encode(), ",".join(inputs).encode(), output.encode())
+        self._id = _lib.dlonnx_open(str(path).encode(), ",".join(inputs).encode(), output.encode())
 
     def close(self):
         if self._id:
-            _lib.goort_close(self._id)
+            _lib.pybridges_free(self._id)
             self._id = 0
 
     def __del__(self):
@@ -94,7 +97,7 @@ class Session:
         ptrs = (ctypes.c_size_t * len(capsules))(*[id(c) for c in capsules])
         sh = (ctypes.c_int64 * max(len(shape), 1))(*shape)
         want = None if expect is None else _capsule(expect)
-        return Output(_lib.goort_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape),
+        return Output(_lib.dlonnx_run(self._id, ptrs, len(capsules), dtype.encode(), sh, len(shape),
                                      0 if want is None else id(want)))
 
 
@@ -104,11 +107,11 @@ class AdoptingSession:
     copy. AdoptingSession(path); inputs in the model's order."""
 
     def __init__(self, path):
-        self._id = _lib.goort_open_adopting(str(path).encode())
+        self._id = _lib.dlonnx_open_adopting(str(path).encode())
 
     def close(self):
         if self._id:
-            _lib.goort_close(self._id)
+            _lib.pybridges_free(self._id)
             self._id = 0
 
     def __del__(self):
@@ -120,7 +123,7 @@ class AdoptingSession:
         memory."""
         capsules = [_capsule(x) for x in inputs]
         ptrs = (ctypes.c_size_t * max(len(capsules), 1))(*[id(c) for c in capsules])
-        return Output(_lib.goort_run_adopt(self._id, ptrs, len(capsules), output))
+        return Output(_lib.dlonnx_run_adopt(self._id, ptrs, len(capsules), output))
 
 
 def _capsule(x):
@@ -133,30 +136,30 @@ def _capsule(x):
 def last_equal():
     """Whether Go found the last output equal, bit for bit, to the expected
     tensor of that run (None when none was given)."""
-    r = _lib.goort_last_equal()
+    r = _lib.dlonnx_last_equal()
     return None if r < 0 else bool(r)
 
 
 def input_address(i):
     """The address of input i's memory as ONNX Runtime had it in the last run."""
-    return _lib.goort_input_addr(i)
+    return _lib.dlonnx_input_addr(i)
 
 
 def input_copied(i):
     """Whether input i of the last run was copied (strided or read-only)."""
-    return bool(_lib.goort_input_copied(i))
+    return bool(_lib.dlonnx_input_copied(i))
 
 
 def output_address():
     """The address of the memory ONNX Runtime wrote the last output into."""
-    return _lib.goort_output_addr()
+    return _lib.dlonnx_output_addr()
 
 
 def outstanding():
     """Go exports not yet released by their consumers."""
-    return _lib.goort_outstanding()
+    return _lib.pybridges_outstanding()
 
 
 def go_heap():
     """The Go heap in use in bytes, after a GC."""
-    return _lib.goort_go_heap()
+    return _lib.pybridges_go_heap()

@@ -1,7 +1,8 @@
 // Command libpybridges is the one C shared library that puts the bridges
 // inside a Python process, for the tests that compare each bridge with
 // its Python peer (dlimage with Pillow, dlarrow with pyarrow, tensorfile
-// with NumPy and safetensors) and for the PNG example:
+// with NumPy and safetensors, dlonnx with onnxruntime's Python API,
+// dlgomlx with NumPy and JAX) and for the PNG and ONNX examples:
 //
 //	go build -buildmode=c-shared -o .build/libpybridges.so ./internal/libpybridges
 //
@@ -10,25 +11,22 @@
 // registry of the Go values Python refers to by id, pybridges_init,
 // pybridges_free, and the counters the tests read at the end. Each bridge
 // is one more file of exported functions named after its package
-// (image.go: dlimage_*, arrow.go: dlarrow_*, tensorfile.go: tensorfile_*),
-// with a Python helper that loads this library (examples/png/goimage.py,
-// dlarrow/python/godlarrow.py, tensorfile/testdata/share.py).
+// (image.go: dlimage_*, arrow.go: dlarrow_*, tensorfile.go: tensorfile_*,
+// onnx.go: dlonnx_*, gomlx.go: dlgomlx_*), with a Python helper that
+// loads this library (examples/png/goimage.py, dlarrow/python/godlarrow.py,
+// tensorfile/testdata/share.py, examples/onnx/goort.py,
+// dlgomlx/testdata/mlp.py).
 //
 // Adding a bridge adds a file here, not a library: its exported functions
 // register the bridge's values (register, lookup) and answer __dlpack__
 // with pycapsule.DLPack; its Python helper declares their ctypes
-// signatures and frees its ids with pybridges_free.
-//
-// The ONNX Runtime library of examples/onnx (libgoort, also that example's
-// own library) moves in the same way, as one file onnx.go: its goort_*
-// functions become dlonnx_* functions; its sessions go into this registry
-// (pybridges_free then also calls a value's Destroy, as ONNX Runtime
-// sessions have); goort_init keeps only its ONNX Runtime set-up, as
-// dlonnx_init(lib), pybridges_init doing the rest; goort_outstanding and
-// goort_go_heap give way to pybridges_outstanding and pybridges_go_heap;
-// goort.py loads $PYBRIDGES_LIB; and the Makefile's onnx target depends
-// on pybridges-lib instead of building libgoort (GOORT_LIB becomes
-// PYBRIDGES_LIB).
+// signatures and frees its ids with pybridges_free. exports_test.go
+// checks both sides: each file's prefix, and that the helpers call every
+// exported function and nothing else. A bridge that needs more set-up
+// than pybridges_init has its own init function, called only by its own
+// helper (dlonnx_init loads ONNX Runtime, dlgomlx_init makes GoMLX's
+// simplego backend), so that the other bridges' tests never need what it
+// loads.
 package main
 
 // #include <stdint.h>
@@ -75,8 +73,9 @@ func pybridges_init() C.int {
 	return 0
 }
 
-// pybridges_free drops id and releases what it holds (Release, or Close
-// for a value that has one); exports of it keep their own references.
+// pybridges_free drops id and releases what it holds (Release, Close or,
+// for ONNX Runtime sessions, Destroy, whichever the value has); exports
+// of it keep their own references.
 //
 //export pybridges_free
 func pybridges_free(id C.int64_t) {
@@ -89,6 +88,8 @@ func pybridges_free(id C.int64_t) {
 		v.Release()
 	case io.Closer:
 		v.Close()
+	case interface{ Destroy() error }:
+		v.Destroy()
 	}
 }
 

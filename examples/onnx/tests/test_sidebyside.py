@@ -1,4 +1,4 @@
-"""ONNX Runtime from Go (dlonnx, through libgoort) side by side with ONNX
+"""ONNX Runtime from Go (dlonnx, through libpybridges) side by side with ONNX
 Runtime's own Python API: the same models, made here by the onnx package,
 on the same NumPy inputs handed to Go by DLPack."""
 import gc

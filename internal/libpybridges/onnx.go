@@ -1,16 +1,15 @@
-// Command libgoort is a C shared library that runs ONNX Runtime from Go
-// on tensors Python hands over by DLPack, and hands the results back the
-// same way, through packages dlonnx and pycapsule:
-//
-//	go build -buildmode=c-shared -o libgoort.so ./examples/onnx/libgoort
-//
-// goort.py loads it with ctypes.PyDLL (every call holds the GIL). Inputs
-// are shared with ONNX Runtime when they are compact and writable, else
-// copied (dlonnx.CopyToValue); outputs are written by ONNX Runtime into
-// memory that the consumer then reads without a copy: memory made by Go
-// (goort_run, dlonnx.NewOutput), or memory ONNX Runtime allocated itself
-// in whatever shape the data gave (goort_run_adopt, dlonnx.Session).
 package main
+
+// ONNX Runtime of package dlonnx: models run from Go on tensors Python
+// hands over by DLPack, the results handed back the same way
+// (examples/onnx/goort.py; its tests compare them with onnxruntime's
+// Python API). Inputs are shared with ONNX Runtime when they are compact
+// and writable, else copied (dlonnx.CopyToValue); outputs are written by
+// ONNX Runtime into memory that the consumer then reads without a copy:
+// memory made by Go (dlonnx_run, dlonnx.NewOutput), or memory ONNX Runtime
+// allocated itself in whatever shape the data gave (dlonnx_run_adopt,
+// dlonnx.Session). ONNX Runtime is loaded only by dlonnx_init: the other
+// bridges' tests never load it.
 
 // #include <stdint.h>
 import "C"
@@ -20,10 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
@@ -32,125 +29,97 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 )
 
+// The sessions are in the registry: *ort.DynamicAdvancedSession
+// (dlonnx_open; outputs made by Go) and *dlonnx.Session
+// (dlonnx_open_adopting; outputs left to ONNX Runtime and adopted).
+// pybridges_free destroys them.
 var (
-	mu       sync.Mutex
-	sessions = map[int64]*ort.DynamicAdvancedSession{}
-	// Sessions of dlonnx (ONNX Runtime's C API): their outputs are left to
-	// ONNX Runtime and adopted (goort_run_adopt).
-	adopting = map[int64]*dlonnx.Session{}
-	nextID   int64
 	// What the last run saw, for the zero-copy checks: the address of
 	// each input's memory as ONNX Runtime has it, whether it was copied,
 	// and the address of the output's memory.
-	lastInputs []uintptr
-	lastCopied []bool
-	lastOutput uintptr
+	onnxLastInputs []uintptr
+	onnxLastCopied []bool
+	onnxLastOutput uintptr
 	// Whether the last output equalled, bit for bit, the expected tensor
 	// handed to the run (-1: none was).
-	lastEqual = -1
+	onnxLastEqual = -1
 )
 
-func fail(bufferError bool, err error) {
+// onnxFail sets a Python exception (BufferError if bufferError, else
+// ValueError) whose message starts "goort: ", the name of the Python helper.
+func onnxFail(bufferError bool, err error) {
 	pycapsule.SetError(bufferError, "goort: "+err.Error())
 }
 
-// goort_init finds the CPython functions and loads ONNX Runtime from
-// lib. Returns 0, or -1 with a Python exception set (or, when CPython
-// itself was not found, -2 and none).
+// dlonnx_init loads ONNX Runtime from lib (once; later calls do
+// nothing), after pybridges_init. Returns 0, or -1 with a Python
+// exception set.
 //
-//export goort_init
-func goort_init(lib *C.char) C.int {
-	if pycapsule.Init() != nil {
-		return -2
-	}
+//export dlonnx_init
+func dlonnx_init(lib *C.char) C.int {
 	if ort.IsInitialized() {
 		return 0
 	}
 	ort.SetSharedLibraryPath(C.GoString(lib))
 	if err := ort.InitializeEnvironment(); err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	return 0
 }
 
-// goort_open opens a model whose inputs are named in the comma-separated
+// dlonnx_open opens a model whose inputs are named in the comma-separated
 // list inputs and whose single output is named output. Returns the
 // session's id, or -1 with a Python exception set.
 //
-//export goort_open
-func goort_open(model, inputs, output *C.char) C.int64_t {
+//export dlonnx_open
+func dlonnx_open(model, inputs, output *C.char) C.int64_t {
 	// From the model's bytes: onnxruntime_go v1.27.0 leaks the C copy of
 	// a path it opens.
 	data, err := os.ReadFile(C.GoString(model))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	s, err := ort.NewDynamicAdvancedSessionWithONNXData(data, strings.Split(C.GoString(inputs), ","),
 		[]string{C.GoString(output)}, nil)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	nextID++
-	sessions[nextID] = s
-	return C.int64_t(nextID)
+	return register(s)
 }
 
-// goort_open_adopting opens a model as a dlonnx Session, whose outputs
+// dlonnx_open_adopting opens a model as a dlonnx Session, whose outputs
 // ONNX Runtime allocates (any shape the data gives). Returns the
 // session's id, or -1 with a Python exception set.
 //
-//export goort_open_adopting
-func goort_open_adopting(model *C.char) C.int64_t {
+//export dlonnx_open_adopting
+func dlonnx_open_adopting(model *C.char) C.int64_t {
 	data, err := os.ReadFile(C.GoString(model))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
 	s, err := dlonnx.NewSession(data)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return -1
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	nextID++
-	adopting[nextID] = s
-	return C.int64_t(nextID)
+	return register(s)
 }
 
-//export goort_close
-func goort_close(id C.int64_t) {
-	mu.Lock()
-	s, a := sessions[int64(id)], adopting[int64(id)]
-	delete(sessions, int64(id))
-	delete(adopting, int64(id))
-	mu.Unlock()
-	if s != nil {
-		s.Destroy()
-	}
-	if a != nil {
-		a.Destroy()
-	}
-}
-
-// goort_run_adopt consumes n DLPack capsules (one per input, as
-// goort_run), runs a session of goort_open_adopting and returns a new
+// dlonnx_run_adopt consumes n DLPack capsules (one per input, as
+// dlonnx_run), runs a session of dlonnx_open_adopting and returns a new
 // versioned DLPack capsule of output i over the memory ONNX Runtime
 // allocated for it (no copy); or 0 with a Python exception set. The other
 // outputs are released.
 //
-//export goort_run_adopt
-func goort_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintptr_t {
-	mu.Lock()
-	s := adopting[int64(id)]
-	mu.Unlock()
-	if s == nil {
-		fail(false, errors.New("no such session"))
+//export dlonnx_run_adopt
+func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintptr_t {
+	s, ok := lookup[*dlonnx.Session](id)
+	if !ok {
+		onnxFail(false, errors.New("no such session"))
 		return 0
 	}
 	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
@@ -161,16 +130,16 @@ func goort_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintpt
 		}
 	}()
 	for j, c := range capsules {
-		t, err := consume(c)
+		t, err := onnxInput(c)
 		if err != nil {
-			fail(true, fmt.Errorf("input %d: %w", j, err))
+			onnxFail(true, fmt.Errorf("input %d: %w", j, err))
 			return 0
 		}
 		inputs = append(inputs, t)
 	}
 	outs, err := s.Run(inputs...)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	defer func() {
@@ -179,16 +148,16 @@ func goort_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintpt
 		}
 	}()
 	if int(i) < 0 || int(i) >= len(outs) {
-		fail(false, fmt.Errorf("no output %d", i))
+		onnxFail(false, fmt.Errorf("no output %d", i))
 		return 0
 	}
-	lastOutput = 0
+	onnxLastOutput = 0
 	if b := outs[i].Bytes(); len(b) > 0 {
-		lastOutput = uintptr(unsafe.Pointer(&b[0]))
+		onnxLastOutput = uintptr(unsafe.Pointer(&b[0]))
 	}
 	m, err := dlpack.Produce(outs[i], dlpack.DefaultRequest())
 	if err != nil {
-		fail(true, err)
+		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
@@ -198,26 +167,24 @@ func goort_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintpt
 	return C.uintptr_t(capsule)
 }
 
-// goort_run consumes n DLPack capsules (borrowed references to unconsumed
+// dlonnx_run consumes n DLPack capsules (borrowed references to unconsumed
 // capsules, one per input), runs the session, and returns a new versioned
 // DLPack capsule of the output, of data type dtype ("float32") and the
 // given shape; or 0 with a Python exception set. Each input tensor is
 // released when the run is over, the output when its consumer lets go.
 // If expect is not 0, it is one more capsule, of the output ONNX Runtime's
-// Python API computed: Go compares the two bit for bit (goort_last_equal).
+// Python API computed: Go compares the two bit for bit (dlonnx_last_equal).
 //
-//export goort_run
-func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int, expect C.uintptr_t) C.uintptr_t {
-	mu.Lock()
-	s := sessions[int64(id)]
-	mu.Unlock()
-	if s == nil {
-		fail(false, errors.New("no such session"))
+//export dlonnx_run
+func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C.int64_t, ndim C.int, expect C.uintptr_t) C.uintptr_t {
+	s, ok := lookup[*ort.DynamicAdvancedSession](id)
+	if !ok {
+		onnxFail(false, errors.New("no such session"))
 		return 0
 	}
 	dt, err := dlpack.ParseDataType(C.GoString(dtype))
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	capsules := unsafe.Slice((*uintptr)(unsafe.Pointer(caps)), int(n))
@@ -227,45 +194,45 @@ func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C
 			v.Destroy()
 		}
 	}()
-	lastInputs, lastCopied = lastInputs[:0], lastCopied[:0]
+	onnxLastInputs, onnxLastCopied = onnxLastInputs[:0], onnxLastCopied[:0]
 	for i, c := range capsules {
-		t, err := consume(c)
+		t, err := onnxInput(c)
 		if err != nil {
-			fail(true, fmt.Errorf("input %d: %w", i, err))
+			onnxFail(true, fmt.Errorf("input %d: %w", i, err))
 			// The capsules after this one stay unconsumed: Python
 			// releases them.
 			return 0
 		}
 		inputs = append(inputs, t)
-		lastInputs = append(lastInputs, dataAddr(t))
-		lastCopied = append(lastCopied, t.Copied())
+		onnxLastInputs = append(onnxLastInputs, onnxDataAddr(t))
+		onnxLastCopied = append(onnxLastCopied, t.Copied())
 	}
 	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
 	if err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
 	defer out.Destroy() // the capsule's consumer holds its own share
 	if err := s.Run(inputs, []ort.Value{out}); err != nil {
-		fail(false, err)
+		onnxFail(false, err)
 		return 0
 	}
-	lastOutput = dataAddr(out)
-	lastEqual = -1
+	onnxLastOutput = onnxDataAddr(out)
+	onnxLastEqual = -1
 	if expect != 0 {
-		eq, err := sameBytes(uintptr(expect), out)
+		eq, err := onnxSameBytes(uintptr(expect), out)
 		if err != nil {
-			fail(true, fmt.Errorf("expected output: %w", err))
+			onnxFail(true, fmt.Errorf("expected output: %w", err))
 			return 0
 		}
-		lastEqual = 0
+		onnxLastEqual = 0
 		if eq {
-			lastEqual = 1
+			onnxLastEqual = 1
 		}
 	}
 	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
 	if err != nil {
-		fail(true, err)
+		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
@@ -275,10 +242,10 @@ func goort_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *C
 	return C.uintptr_t(capsule)
 }
 
-// consume takes the tensor out of a capsule and makes the ONNX Runtime
+// onnxInput takes the tensor out of a capsule and makes the ONNX Runtime
 // tensor over it: shared when it can be, else an explicit copy. The
 // Foreign is closed at once: the Tensor holds its own reference.
-func consume(capsule uintptr) (*dlonnx.Tensor, error) {
+func onnxInput(capsule uintptr) (*dlonnx.Tensor, error) {
 	p, versioned, err := pycapsule.Consume(capsule)
 	if err != nil {
 		return nil, err
@@ -300,9 +267,9 @@ func consume(capsule uintptr) (*dlonnx.Tensor, error) {
 	return t, err
 }
 
-// sameBytes reports whether the tensor in a capsule has the type, shape
+// onnxSameBytes reports whether the tensor in a capsule has the type, shape
 // and bytes of out.
-func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
+func onnxSameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
 	p, versioned, err := pycapsule.Consume(capsule)
 	if err != nil {
 		return false, err
@@ -326,52 +293,43 @@ func sameBytes(capsule uintptr, out *dlonnx.Tensor) (bool, error) {
 	return w.DType() == out.DType() && slices.Equal(w.Shape(), out.Shape()) && bytes.Equal(w.GetData(), out.GetData()), nil
 }
 
-func dataAddr(t *dlonnx.Tensor) uintptr {
+func onnxDataAddr(t *dlonnx.Tensor) uintptr {
 	if b := t.GetData(); len(b) > 0 {
 		return uintptr(unsafe.Pointer(&b[0]))
 	}
 	return 0
 }
 
-//export goort_input_addr
-func goort_input_addr(i C.int) C.uintptr_t {
-	if int(i) >= len(lastInputs) {
+// dlonnx_input_addr returns the address of input i's memory as ONNX
+// Runtime had it in the last dlonnx_run (0 if there was no input i).
+//
+//export dlonnx_input_addr
+func dlonnx_input_addr(i C.int) C.uintptr_t {
+	if i < 0 || int(i) >= len(onnxLastInputs) {
 		return 0
 	}
-	return C.uintptr_t(lastInputs[i])
+	return C.uintptr_t(onnxLastInputs[i])
 }
 
-//export goort_input_copied
-func goort_input_copied(i C.int) C.int {
-	if int(i) < len(lastCopied) && lastCopied[i] {
+// dlonnx_input_copied reports whether input i of the last dlonnx_run was
+// copied (1) or shared (0).
+//
+//export dlonnx_input_copied
+func dlonnx_input_copied(i C.int) C.int {
+	if i >= 0 && int(i) < len(onnxLastCopied) && onnxLastCopied[i] {
 		return 1
 	}
 	return 0
 }
 
-// goort_last_equal reports whether the last run's output equalled the
+// dlonnx_last_equal reports whether the last run's output equalled the
 // expected tensor bit for bit: 1 yes, 0 no, -1 none was given.
 //
-//export goort_last_equal
-func goort_last_equal() C.int { return C.int(lastEqual) }
+//export dlonnx_last_equal
+func dlonnx_last_equal() C.int { return C.int(onnxLastEqual) }
 
-//export goort_output_addr
-func goort_output_addr() C.uintptr_t { return C.uintptr_t(lastOutput) }
-
-// goort_outstanding returns the DLPack exports of this process not yet
-// released by their consumers.
+// dlonnx_output_addr returns the address of the memory ONNX Runtime wrote
+// the last output into.
 //
-//export goort_outstanding
-func goort_outstanding() C.int64_t { return C.int64_t(dlpack.Outstanding()) }
-
-// goort_go_heap returns the Go heap in use in bytes, after a collection.
-//
-//export goort_go_heap
-func goort_go_heap() C.int64_t {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return C.int64_t(ms.HeapAlloc)
-}
-
-func main() {}
+//export dlonnx_output_addr
+func dlonnx_output_addr() C.uintptr_t { return C.uintptr_t(onnxLastOutput) }
