@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -21,8 +22,8 @@ type Spec struct {
 	Shape []int64
 }
 
-// CreateSafetensors creates the safetensors file path (replacing any file
-// there) for the tensors of specs, zero-filled, and opens it mapped
+// CreateSafetensors creates the safetensors file path for the tensors of
+// specs, zero-filled, and opens it mapped
 // read-write: its tensors are writable DLPack producers whose data is the
 // file's memory, to be filled in place (dlpack.From(t) and
 // dlpack.Slice[float32], a C or Python consumer through dlpack.Produce or
@@ -38,6 +39,11 @@ type Spec struct {
 // mapping, page for page, with no copy and nothing to flush. Close when
 // done, as for an opened File; os.File.Sync or msync are only for
 // durability on disk.
+//
+// A file already at path is replaced by a rename, never truncated in
+// place, so a process still mapping the previous file keeps reading it
+// (and does not fault); a path that exists and is not a regular file is
+// refused with ErrFormat and left alone; a symbolic link is followed.
 func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*File, error) {
 	type item struct {
 		Spec
@@ -126,9 +132,9 @@ func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*
 	return f, nil
 }
 
-// CreateNPY creates the .npy file path (replacing any file there) for one
-// C-order array of dt and shape, zero-filled, and opens it mapped
-// read-write; its one tensor (named "") is a writable DLPack producer to
+// CreateNPY creates the .npy file path (replacing any file there as
+// CreateSafetensors does) for one C-order array of dt and shape,
+// zero-filled, and opens it mapped read-write; its one tensor (named "") is a writable DLPack producer to
 // fill in place. The header is NumPy's (format 1.0, data at a multiple of
 // 64 bytes), so numpy.load(path, mmap_mode="r") and OpenNPY map what Go
 // writes, with no copy. Close when done, as for CreateSafetensors.
@@ -151,25 +157,49 @@ func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
 	return f, nil
 }
 
-// create writes header to a new file at path and extends it by data
-// zero bytes (a hole, where the file system has them).
-func create(path string, header []byte, data int64) error {
+// create writes header and data zero bytes (a hole, where the file
+// system has them) to a new file in path's directory and renames it to
+// path. A file already at path is replaced, never truncated in place:
+// a process that still maps it (a reader of the previous version, or this
+// one) keeps its pages instead of faulting on them. A symbolic link is
+// followed (the link stays a link); a path that exists and is not a
+// regular file (a device, a named pipe, a directory) is refused with
+// ErrFormat, and on any error whatever was at path is left as it was.
+func create(path string, header []byte, data int64) (err error) {
 	if data > 1<<62 {
 		return fieldErr(ErrLayout, "data size", data, "too large for a file")
 	}
-	fd, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	if err := regular(path); err != nil {
+		return err
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	fd, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			os.Remove(fd.Name())
+		}
+	}()
 	_, err = fd.Write(header)
 	if err == nil {
 		err = fd.Truncate(int64(len(header)) + data)
 	}
+	if err == nil {
+		err = fd.Chmod(0o644)
+	}
 	if cerr := fd.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(path)
+	if err == nil {
+		err = os.Rename(fd.Name(), path)
 	}
 	return err
 }
