@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/godlpack/dlpack"
 )
@@ -27,7 +28,8 @@ type Spec struct {
 // read-write: its tensors are writable DLPack producers whose data is the
 // file's memory, to be filled in place (dlpack.From(t) and
 // dlpack.Slice[float32], a C or Python consumer through dlpack.Produce or
-// a capsule; none copies). metadata (may be nil) is the __metadata__.
+// a capsule; none copies). metadata (may be nil) is the __metadata__;
+// names and metadata must be valid UTF-8 (ErrFormat otherwise).
 //
 // The file is complete from the start: the header is written first, and
 // the data section sized (sparse: no page is written until filled). The
@@ -52,10 +54,16 @@ func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*
 		n    int64
 	}
 	items := make([]item, 0, len(specs))
+	if err := checkText(metadata); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{"__metadata__": true}
 	for _, s := range specs {
 		if seen[s.Name] {
 			return nil, fieldErr(ErrFormat, "name", s.Name, "repeated or reserved")
+		}
+		if !utf8.ValidString(s.Name) {
+			return nil, fieldErr(ErrFormat, "name", strconv.Quote(s.Name), notUTF8)
 		}
 		seen[s.Name] = true
 		name, err := safetensorsName(s.DType)
