@@ -177,8 +177,9 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var token string
 	for _, v := range md.Get("authorization") {
-		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-			token = t
+		// the scheme is case-insensitive (RFC 9110 11.1): "bearer" too
+		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+			token = v[len("Bearer "):]
 		}
 	}
 	if token == "" {
