@@ -32,7 +32,11 @@ type Spec struct {
 // names and metadata must be valid UTF-8 (ErrFormat otherwise).
 //
 // The file is complete from the start: the header is written first, and
-// the data section sized (sparse: no page is written until filled). The
+// the data section sized. On Linux its blocks are allocated then
+// (fallocate), so a file system without room for it (a full /dev/shm)
+// fails here with an error wrapping syscall.ENOSPC instead of killing the
+// process with SIGBUS at the first write through the mapping; elsewhere
+// the file is sparse and that risk remains. The
 // layout is the reference implementation's (tensors by decreasing item
 // size, then name, so each is aligned for its type), with the header
 // padded by spaces so the data starts at a multiple of 64 bytes from the
@@ -165,9 +169,9 @@ func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
 	return f, nil
 }
 
-// create writes header and data zero bytes (a hole, where the file
-// system has them) to a new file in path's directory and renames it to
-// path. A file already at path is replaced, never truncated in place:
+// create writes header and data zero bytes (allocated by reserve) to a
+// new file in path's directory and renames it to path. A file already at
+// path is replaced, never truncated in place:
 // a process that still maps it (a reader of the previous version, or this
 // one) keeps its pages instead of faulting on them. A symbolic link is
 // followed (the link stays a link); a path that exists and is not a
@@ -198,7 +202,7 @@ func create(path string, header []byte, data int64) (err error) {
 	}()
 	_, err = fd.Write(header)
 	if err == nil {
-		err = fd.Truncate(int64(len(header)) + data)
+		err = reserve(fd, int64(len(header))+data)
 	}
 	if err == nil {
 		err = fd.Chmod(0o644)
