@@ -36,9 +36,9 @@ type Spec struct {
 // (fallocate), so a file system without room for it (a full /dev/shm)
 // fails here with an error wrapping syscall.ENOSPC instead of killing the
 // process with SIGBUS at the first write through the mapping; elsewhere
-// the file is sparse and that risk remains. The
-// layout is the reference implementation's (tensors by decreasing item
-// size, then name, so each is aligned for its type), with the header
+// the file is sparse and that risk remains. The layout is the reference
+// implementation's (tensors by decreasing item size, then name, so each
+// is aligned for its type), with the header
 // padded by spaces so the data starts at a multiple of 64 bytes from the
 // file's start: another process that maps the file (safetensors.safe_open,
 // OpenSafetensors, numpy.memmap) sees what Go writes through the shared
