@@ -5,7 +5,10 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,7 +174,7 @@ func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
 
 // create writes header and data zero bytes (allocated by reserve) to a
 // new file in path's directory and renames it to path. A file already at
-// path is replaced, never truncated in place:
+// path is replaced, never truncated in place (its permissions are kept):
 // a process that still maps it (a reader of the previous version, or this
 // one) keeps its pages instead of faulting on them. A symbolic link is
 // followed (the link stays a link); a path that exists and is not a
@@ -191,9 +194,29 @@ func create(path string, header []byte, data int64) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	fd, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	// The mode is the one an open with O_CREAT gives (0644 less the
+	// umask) or, replacing a file, that file's: os.CreateTemp's 0600
+	// and a fixed chmod would both differ from what O_TRUNC kept.
+	var keep os.FileInfo
+	if st, err := os.Stat(path); err == nil {
+		keep = st
+	}
+	var fd *os.File
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		if fd, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
 		return err
+	}
+	if keep != nil {
+		if err := fd.Chmod(keep.Mode().Perm()); err != nil {
+			fd.Close()
+			os.Remove(fd.Name())
+			return err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -203,9 +226,6 @@ func create(path string, header []byte, data int64) (err error) {
 	_, err = fd.Write(header)
 	if err == nil {
 		err = reserve(fd, int64(len(header))+data)
-	}
-	if err == nil {
-		err = fd.Chmod(0o644)
 	}
 	if cerr := fd.Close(); err == nil {
 		err = cerr

@@ -133,3 +133,42 @@ func TestCreateOverMappedAndSpecial(t *testing.T) {
 		t.Errorf("left in the directory: %v (temporary files?)", ents)
 	}
 }
+
+// A created file has the mode an open with O_CREAT gives (0644 less the
+// umask), and a replaced file keeps its own, as when the file was
+// truncated in place: a private file stays private.
+func TestCreateMode(t *testing.T) {
+	dir := t.TempDir()
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	path := filepath.Join(dir, "t.npy")
+	for _, c := range []struct {
+		before os.FileMode // 0: no file
+		want   os.FileMode
+	}{{0, 0o640}, {0o600, 0o600}, {0o664, 0o664}} {
+		os.Remove(path)
+		if c.before != 0 {
+			if err := os.WriteFile(path, nil, c.before); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, c.before); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, create := range []func() (*tensorfile.File, error){
+			func() (*tensorfile.File, error) { return tensorfile.CreateNPY(path, dlpack.Float32, []int64{2}) },
+			func() (*tensorfile.File, error) {
+				return tensorfile.CreateSafetensors(path, []tensorfile.Spec{{Name: "x", DType: dlpack.Int8}}, nil)
+			},
+		} {
+			f, err := create()
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			if st, err := os.Stat(path); err != nil || st.Mode().Perm() != c.want {
+				t.Fatalf("before %v: mode %v, want %v (%v)", c.before, st.Mode().Perm(), c.want, err)
+			}
+		}
+	}
+}
