@@ -506,6 +506,12 @@ func TestImportDevices(t *testing.T) {
 	require.NoError(t, err)
 	_, err = dlpack.Slice[float32](f)
 	assert.ErrorIs(t, err, dlpack.ErrDevice, "host memory needs AllowHostMemory")
+	_, _, errBytes := dlpack.ReadOnlyBytes(f)
+	for _, err := range []error{err, errBytes} { // the hint names every type AllowHostMemory permits
+		for _, ty := range []string{"CUDAHost", "ROCMHost", "TPUHost", "CUDAManaged"} {
+			assert.Contains(t, err.Error(), ty)
+		}
+	}
 	f.Close()
 	ct = cshim.Make(s)
 	f, err = dlpack.Import(ct.Ptr, dlpack.AllowHostMemory())

@@ -158,7 +158,7 @@ func hostPointer[T Element](f Foreign, compact, writable bool) (*foreignState, u
 	}
 	c := &s.c
 	if !s.hostOK {
-		return nil, nil, fieldErr(ErrDevice, "dl_tensor.device", c.device, "the CPU cannot read this memory (AllowHostMemory permits CUDAHost, ROCMHost, CUDAManaged)")
+		return nil, nil, fieldErr(ErrDevice, "dl_tensor.device", c.device, "the CPU cannot read this memory (AllowHostMemory permits CUDAHost, ROCMHost, TPUHost, CUDAManaged)")
 	}
 	if want := DataTypeOf[T](); c.dtype != want {
 		return nil, nil, fieldErr(ErrTypeMismatch, "dl_tensor.dtype", c.dtype, "viewed as "+want.String())

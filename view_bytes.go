@@ -30,7 +30,7 @@ func ReadOnlyBytes(f Foreign) (b []byte, first int, err error) {
 	}
 	c := &s.c
 	if !s.hostOK {
-		return nil, 0, fieldErr(ErrDevice, "dl_tensor.device", c.device, "the CPU cannot read this memory (AllowHostMemory permits CUDAHost, ROCMHost, CUDAManaged)")
+		return nil, 0, fieldErr(ErrDevice, "dl_tensor.device", c.device, "the CPU cannot read this memory (AllowHostMemory permits CUDAHost, ROCMHost, TPUHost, CUDAManaged)")
 	}
 	if c.numel == 0 {
 		return nil, 0, nil

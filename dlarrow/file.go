@@ -117,8 +117,24 @@ const arrowMagic = "ARROW1"
 // and reads its schema. Files in the other byte order are refused
 // (swapping them would write to the read-only mapping), as are empty
 // files; a file that is not an Arrow IPC file, or whose messages run past
-// its footer, fails with ErrFormat. No file makes it panic (FuzzOpenFile).
+// its footer, fails with ErrFormat, and so does a path that is not a
+// regular file (a named pipe, a directory, a device), at once. No file
+// makes it panic (FuzzOpenFile).
 func OpenFile(path string) (*File, error) {
+	// Refused before the open: opening a named pipe blocks until a writer
+	// comes, and a directory or a device has nothing to map.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		kind := "a device"
+		switch m := st.Mode(); {
+		case m.IsDir():
+			kind = "a directory"
+		case m&os.ModeNamedPipe != 0:
+			kind = "a named pipe"
+		case m&os.ModeSocket != 0:
+			kind = "a socket"
+		}
+		return nil, &dlpack.FieldError{Field: "file", Value: path, Err: ErrFormat, Why: "not a regular file: " + kind}
+	}
 	osf, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("dlarrow: %w", err)

@@ -17,4 +17,7 @@ var (
 	// ErrShape: the shape has no fixed_shape_tensor form (a zero inner
 	// dimension, too many dimensions, a product beyond int64).
 	ErrShape = dlpack.ErrShape
+	// ErrName: a tensor name that is not valid UTF-8 (Flight carries
+	// names as protobuf strings). A server answers codes.InvalidArgument.
+	ErrName = errors.New("dlflight: invalid tensor name")
 )

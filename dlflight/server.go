@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -175,8 +177,9 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var token string
 	for _, v := range md.Get("authorization") {
-		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-			token = t
+		// the scheme is case-insensitive (RFC 9110 11.1): "bearer" too
+		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
+			token = v[len("Bearer "):]
 		}
 	}
 	if token == "" {
@@ -210,8 +213,12 @@ func (s *Server) allowed(ctx context.Context, op Op, name string) error {
 // and holds it until it is unregistered, replaced or the server shuts
 // down; p stays the caller's. It must be a compact row-major CPU tensor of
 // an element type Arrow has (ErrType) and a shape fixed_shape_tensor can
-// carry (ErrShape); on error nothing is held.
+// carry (ErrShape), under a name that is valid UTF-8 (ErrName); on error
+// nothing is held.
 func (s *Server) Register(name string, p dlpack.Producer) error {
+	if err := checkName(name); err != nil {
+		return fmt.Errorf("dlflight: register: %w", err)
+	}
 	e, err := hold(p)
 	if err != nil {
 		return fmt.Errorf("dlflight: register %q: %w", name, err)
@@ -350,9 +357,23 @@ func nameOf(d *flight.FlightDescriptor) (string, error) {
 	case d.Type == flight.DescriptorPATH && len(d.Path) == 1:
 		return d.Path[0], nil
 	case d.Type == flight.DescriptorCMD:
+		if err := checkName(string(d.Cmd)); err != nil {
+			return "", status.Error(codes.InvalidArgument, err.Error())
+		}
 		return string(d.Cmd), nil
 	}
 	return "", status.Errorf(codes.InvalidArgument, "dlflight: descriptor path %q: one name expected", d.Path)
+}
+
+// checkName refuses a name that is not valid UTF-8: ListFlights and
+// GetFlightInfo answer with the name as a descriptor path, a protobuf
+// string, which cannot be marshalled otherwise (one such name made every
+// ListFlights fail).
+func checkName(name string) error {
+	if !utf8.ValidString(name) {
+		return &dlpack.FieldError{Field: "name", Value: strconv.Quote(name), Err: ErrName, Why: "a Flight descriptor path is a protobuf string"}
+	}
+	return nil
 }
 
 // ListFlights describes every tensor the caller may read.
@@ -476,7 +497,7 @@ func statusOf(err error) error {
 	switch {
 	case errors.Is(err, errLimit):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, ErrInvalid), errors.Is(err, errFrame), errors.Is(err, ErrType), errors.Is(err, ErrShape):
+	case errors.Is(err, ErrInvalid), errors.Is(err, errFrame), errors.Is(err, ErrType), errors.Is(err, ErrShape), errors.Is(err, ErrName):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -21,7 +22,9 @@ import (
 // and to the library, so it outlives ort.DestroyEnvironment.
 //
 // A Session may run from several goroutines at once, as ONNX Runtime
-// allows; Destroy must come after the last Run returns.
+// allows; Destroy waits for the runs in progress to return (it used to
+// free the session under them), and a run after it fails with
+// dlpack.ErrClosed.
 type Session struct {
 	s       *sessState
 	inputs  []Info
@@ -34,6 +37,7 @@ type sessState struct {
 	env, session unsafe.Pointer
 	names        []cNames
 	done         atomic.Bool
+	mu           sync.RWMutex // runs hold it shared, release exclusively
 	cleanup      runtime.Cleanup
 }
 
@@ -100,6 +104,8 @@ func (s *Session) readInfo() error {
 }
 
 func (st *sessState) release() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	if !st.done.CompareAndSwap(false, true) {
 		return
 	}
@@ -111,7 +117,8 @@ func (st *sessState) release() {
 }
 
 // Destroy releases the session (and its references to the environment
-// and the library). Outputs of its runs live on. Idempotent; returns nil.
+// and the library), once the runs in progress have returned. Outputs of
+// its runs live on. Idempotent; returns nil.
 func (s *Session) Destroy() error {
 	s.s.cleanup.Stop()
 	s.s.release()
@@ -289,12 +296,18 @@ func (s *Session) RunInto(inputs []*Tensor, outputs []*Tensor) error {
 		if t == nil {
 			return fmt.Errorf("dlonnx: RunInto: output %q: %w", s.outputs[i].Name, dlpack.ErrNilPointer)
 		}
-		outs[i] = t.raw()
+		if outs[i] = t.raw(); outs[i] == nil {
+			// a nil entry asks ONNX Runtime to allocate the output, which
+			// nobody would release: a destroyed output is refused
+			return fmt.Errorf("dlonnx: RunInto: output %q is destroyed: %w", s.outputs[i].Name, dlpack.ErrClosed)
+		}
 	}
 	return s.run(inputs, outs)
 }
 
 func (s *Session) run(inputs []*Tensor, outs []unsafe.Pointer) error {
+	s.s.mu.RLock()
+	defer s.s.mu.RUnlock()
 	if s.s.done.Load() {
 		return fmt.Errorf("dlonnx: Run on a destroyed Session: %w", dlpack.ErrClosed)
 	}

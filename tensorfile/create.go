@@ -5,10 +5,15 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/godlpack/dlpack"
 )
@@ -21,23 +26,33 @@ type Spec struct {
 	Shape []int64
 }
 
-// CreateSafetensors creates the safetensors file path (replacing any file
-// there) for the tensors of specs, zero-filled, and opens it mapped
+// CreateSafetensors creates the safetensors file path for the tensors of
+// specs, zero-filled, and opens it mapped
 // read-write: its tensors are writable DLPack producers whose data is the
 // file's memory, to be filled in place (dlpack.From(t) and
 // dlpack.Slice[float32], a C or Python consumer through dlpack.Produce or
-// a capsule; none copies). metadata (may be nil) is the __metadata__.
+// a capsule; none copies). metadata (may be nil) is the __metadata__;
+// names and metadata must be valid UTF-8 (ErrFormat otherwise).
 //
 // The file is complete from the start: the header is written first, and
-// the data section sized (sparse: no page is written until filled). The
-// layout is the reference implementation's (tensors by decreasing item
-// size, then name, so each is aligned for its type), with the header
+// the data section sized. On Linux its blocks are allocated then
+// (fallocate), so a file system without room for it (a full /dev/shm)
+// fails here with an error wrapping syscall.ENOSPC instead of killing the
+// process with SIGBUS at the first write through the mapping; elsewhere
+// the file is sparse and that risk remains. The layout is the reference
+// implementation's (tensors by decreasing item size, then name, so each
+// is aligned for its type), with the header
 // padded by spaces so the data starts at a multiple of 64 bytes from the
 // file's start: another process that maps the file (safetensors.safe_open,
 // OpenSafetensors, numpy.memmap) sees what Go writes through the shared
 // mapping, page for page, with no copy and nothing to flush. Close when
 // done, as for an opened File; os.File.Sync or msync are only for
 // durability on disk.
+//
+// A file already at path is replaced by a rename, never truncated in
+// place, so a process still mapping the previous file keeps reading it
+// (and does not fault); a path that exists and is not a regular file is
+// refused with ErrFormat and left alone; a symbolic link is followed.
 func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*File, error) {
 	type item struct {
 		Spec
@@ -46,10 +61,16 @@ func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*
 		n    int64
 	}
 	items := make([]item, 0, len(specs))
+	if err := checkText(metadata); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{"__metadata__": true}
 	for _, s := range specs {
 		if seen[s.Name] {
 			return nil, fieldErr(ErrFormat, "name", s.Name, "repeated or reserved")
+		}
+		if !utf8.ValidString(s.Name) {
+			return nil, fieldErr(ErrFormat, "name", strconv.Quote(s.Name), notUTF8)
 		}
 		seen[s.Name] = true
 		name, err := safetensorsName(s.DType)
@@ -126,9 +147,9 @@ func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*
 	return f, nil
 }
 
-// CreateNPY creates the .npy file path (replacing any file there) for one
-// C-order array of dt and shape, zero-filled, and opens it mapped
-// read-write; its one tensor (named "") is a writable DLPack producer to
+// CreateNPY creates the .npy file path (replacing any file there as
+// CreateSafetensors does) for one C-order array of dt and shape,
+// zero-filled, and opens it mapped read-write; its one tensor (named "") is a writable DLPack producer to
 // fill in place. The header is NumPy's (format 1.0, data at a multiple of
 // 64 bytes), so numpy.load(path, mmap_mode="r") and OpenNPY map what Go
 // writes, with no copy. Close when done, as for CreateSafetensors.
@@ -151,25 +172,66 @@ func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
 	return f, nil
 }
 
-// create writes header to a new file at path and extends it by data
-// zero bytes (a hole, where the file system has them).
-func create(path string, header []byte, data int64) error {
+// create writes header and data zero bytes (allocated by reserve) to a
+// new file in path's directory and renames it to path. A file already at
+// path is replaced, never truncated in place (its permissions are kept):
+// a process that still maps it (a reader of the previous version, or this
+// one) keeps its pages instead of faulting on them. A symbolic link is
+// followed (the link stays a link); a path that exists and is not a
+// regular file (a device, a named pipe, a directory) is refused with
+// ErrFormat, and on any error whatever was at path is left as it was.
+func create(path string, header []byte, data int64) (err error) {
 	if data > 1<<62 {
 		return fieldErr(ErrLayout, "data size", data, "too large for a file")
 	}
-	fd, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if target, err := filepath.EvalSymlinks(path); err == nil {
+		path = target
+	}
+	if err := regular(path); err != nil {
+		return err
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	// The mode is the one an open with O_CREAT gives (0644 less the
+	// umask) or, replacing a file, that file's: os.CreateTemp's 0600
+	// and a fixed chmod would both differ from what O_TRUNC kept.
+	var keep os.FileInfo
+	if st, err := os.Stat(path); err == nil {
+		keep = st
+	}
+	var fd *os.File
+	for range 100 {
+		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		if fd, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}
+	if keep != nil {
+		if err := fd.Chmod(keep.Mode().Perm()); err != nil {
+			fd.Close()
+			os.Remove(fd.Name())
+			return err
+		}
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(fd.Name())
+		}
+	}()
 	_, err = fd.Write(header)
 	if err == nil {
-		err = fd.Truncate(int64(len(header)) + data)
+		err = reserve(fd, int64(len(header))+data)
 	}
 	if cerr := fd.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		os.Remove(path)
+	if err == nil {
+		err = os.Rename(fd.Name(), path)
 	}
 	return err
 }

@@ -180,3 +180,46 @@ func TestCreateRefuses(t *testing.T) {
 		t.Fatalf("bfloat16 .npy: %v", err)
 	}
 }
+
+// A name or metadata string that is not valid UTF-8 is refused before
+// anything is written: JSON would carry U+FFFD in its place, so the file
+// named the tensor otherwise (and two such names became one, a header
+// that OpenSafetensors refuses, written over the previous file).
+func TestSafetensorsNamesNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "t.safetensors")
+	if err := os.WriteFile(path, []byte("previous"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x := dlpack.NewArray([]float32{1})
+	for _, c := range []struct {
+		names []string
+		meta  map[string]string
+	}{
+		{[]string{"\xff"}, nil},
+		{[]string{"\xff", "\xfe"}, nil},
+		{[]string{"ok"}, map[string]string{"\xff": "v"}},
+		{[]string{"ok"}, map[string]string{"k": "a\xc3"}},
+	} {
+		var specs []tensorfile.Spec
+		var named []tensorfile.Named
+		for _, n := range c.names {
+			specs = append(specs, tensorfile.Spec{Name: n, DType: dlpack.Float32, Shape: []int64{1}})
+			named = append(named, tensorfile.Named{Name: n, Tensor: x})
+		}
+		f, err := tensorfile.CreateSafetensors(path, specs, c.meta)
+		if f != nil {
+			f.Close()
+		}
+		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("CreateSafetensors %q %q: %v, want ErrFormat naming UTF-8", c.names, c.meta, err)
+		}
+		var buf bytes.Buffer
+		if err := tensorfile.WriteSafetensors(&buf, named, c.meta); !errors.Is(err, tensorfile.ErrFormat) || buf.Len() != 0 {
+			t.Errorf("WriteSafetensors %q %q: %v (%d bytes written), want ErrFormat and nothing", c.names, c.meta, err, buf.Len())
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "previous" {
+		t.Errorf("the file at the path was replaced: %q", b)
+	}
+}

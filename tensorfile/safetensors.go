@@ -243,6 +243,24 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 	return nil
 }
 
+// notUTF8 is why a name or metadata string that is not UTF-8 is refused:
+// the JSON header would carry U+FFFD in its place, another name than the
+// caller's (and two such names as one).
+const notUTF8 = "not valid UTF-8 (the header is JSON text)"
+
+// checkText refuses metadata keys and values that are not valid UTF-8.
+func checkText(metadata map[string]string) error {
+	for k, v := range metadata {
+		if !utf8.ValidString(k) {
+			return fieldErr(ErrFormat, "__metadata__ key", strconv.Quote(k), notUTF8)
+		}
+		if !utf8.ValidString(v) {
+			return fieldErr(ErrFormat, "__metadata__["+strconv.Quote(k)+"]", strconv.Quote(v), notUTF8)
+		}
+	}
+	return nil
+}
+
 // Named is a tensor to write under a name.
 type Named struct {
 	Name   string
@@ -256,7 +274,7 @@ type Named struct {
 // for its type; the JSON header lists __metadata__ first, then the tensors
 // in data order, and is padded with spaces to a multiple of 8 bytes. Each
 // tensor is taken with dlpack.From and released before WriteSafetensors
-// returns.
+// returns. Names and metadata must be valid UTF-8 (ErrFormat otherwise).
 func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) error {
 	type item struct {
 		name  string
@@ -270,10 +288,16 @@ func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) 
 			it.f.Close()
 		}
 	}()
+	if err := checkText(metadata); err != nil {
+		return err
+	}
 	seen := map[string]bool{"__metadata__": true}
 	for _, nt := range tensors {
 		if seen[nt.Name] {
 			return fieldErr(ErrFormat, "name", nt.Name, "repeated or reserved")
+		}
+		if !utf8.ValidString(nt.Name) {
+			return fieldErr(ErrFormat, "name", strconv.Quote(nt.Name), notUTF8)
 		}
 		seen[nt.Name] = true
 		f, err := dlpack.From(nt.Tensor)
