@@ -161,9 +161,11 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 }
 
 // Put sends p's tensor to be stored under name (DoPut). The batches share
-// p's memory; the codec writes it straight into gRPC's send buffer, with
-// no copy before. p must be a compact row-major CPU tensor of an element
-// type Arrow has; it stays the caller's.
+// p's memory and the codec hands it to gRPC without a copy: gRPC's writer
+// copies it into the socket's buffer. p must be a compact row-major CPU
+// tensor of an element type Arrow has; it stays the caller's. The
+// tensor Put takes from p is released once gRPC has written it, which
+// may be just after Put returns.
 func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error {
 	e, err := hold(p)
 	if err != nil {
@@ -177,7 +179,7 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 		return err
 	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
-	if err := send(stream.SendMsg, desc, name, e.l, e.data, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+	if err := send(stream.SendMsg, desc, name, e.l, e.data, e, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	if err := stream.CloseSend(); err != nil {

@@ -34,10 +34,11 @@
 // # Copies
 //
 // Sending (Server DoGet, Client.Put), the record batch shares the tensor's
-// memory and the codec writes it straight into gRPC's send buffer: one
-// copy, where gRPC takes the message; nothing before (arrow-go's own
-// Flight writer first gathers the body into a bytes.Buffer; dlflight
-// does not use it). Receiving, gRPC reads the socket into its frame
+// memory and the codec hands the values to gRPC as they are (holding the
+// tensor until gRPC has written them): the one copy is gRPC's writer
+// filling the socket's buffer; nothing before (arrow-go's own Flight
+// writer first gathers the body into a bytes.Buffer, and protobuf would
+// copy it into the message; dlflight does neither). Receiving, gRPC reads the socket into its frame
 // buffers; the codec then copies the body once from those frames into a
 // 64-byte aligned buffer of the allocator (protobuf-go would first gather
 // the frames into one buffer and then copy the body again, to an address

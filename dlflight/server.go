@@ -411,7 +411,7 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
-	return statusOf(send(stream.SendMsg, nil, name, e.l, e.data, s.opts.MaxMessageBytes))
+	return statusOf(send(stream.SendMsg, nil, name, e.l, e.data, e, s.opts.MaxMessageBytes))
 }
 
 // DoPut stores the tensor a client sends under the descriptor's name.
