@@ -31,6 +31,8 @@ type ClientOptions struct {
 	// Allocator allocates received bodies (aligned to 64 bytes);
 	// memory.DefaultAllocator when nil.
 	Allocator memory.Allocator
+	// Transport sizes gRPC's flow-control windows and socket buffers.
+	Transport Transport
 }
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
@@ -56,9 +58,10 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
+	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
-		grpc.WithReadBufferSize(ioBufferSize), grpc.WithWriteBufferSize(ioBufferSize),
+		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
 	if err != nil {

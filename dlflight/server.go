@@ -77,6 +77,8 @@ type Options struct {
 	// Allocator allocates the bodies of received messages (aligned to
 	// 64 bytes); memory.DefaultAllocator when nil.
 	Allocator memory.Allocator
+	// Transport sizes gRPC's flow-control windows and socket buffers.
+	Transport Transport
 }
 
 // Server serves named tensors over Arrow Flight. Build it with NewServer,
@@ -109,14 +111,6 @@ func (e *entry) drop() {
 	}
 }
 
-// Transport sizes for tensors: gRPC's defaults (64 KiB flow-control
-// windows grown by its bandwidth estimate, 32 KiB socket buffers) are
-// made for small messages; a tensor is a few large ones.
-const (
-	windowSize   = 16 << 20
-	ioBufferSize = 1 << 20
-)
-
 type principalKey struct{}
 
 // NewServer makes a Server; nothing listens until Serve.
@@ -128,14 +122,15 @@ func NewServer(opts Options) *Server {
 		opts.Allocator = memory.DefaultAllocator
 	}
 	s := &Server{opts: opts, tensors: map[string]*entry{}}
+	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
-		grpc.InitialWindowSize(windowSize),
-		grpc.InitialConnWindowSize(windowSize),
-		grpc.ReadBufferSize(ioBufferSize),
-		grpc.WriteBufferSize(ioBufferSize),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(connWindow),
+		grpc.ReadBufferSize(rbuf),
+		grpc.WriteBufferSize(wbuf),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
