@@ -120,10 +120,13 @@ GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPEN
 	.venv-bench/bin/python bench/exchange_compare.py
 
 # Arrow Flight (package dlflight) on loopback, against pyarrow.flight, and
-# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). A few
-# runs each (the best), bounded: 5 Go iterations per size, after a warm-up.
+# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). Each
+# row is the best of single fetches after a warm-up, as flight.py times
+# pyarrow's: 10 for Go (-benchtime 1x -count 10); memcpy the best of 3
+# runs of 5 copies.
 echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm" >&2
-flgo=$(go test -run '^$' -bench '^Benchmark(FlightGet|Memcpy)$' -benchtime 5x ./dlflight)
+flgo=$(go test -run '^$' -bench '^BenchmarkFlightGet$' -benchtime 1x -count 10 ./dlflight)
+flgo+=$'\n'$(go test -run '^$' -bench '^BenchmarkMemcpy$' -benchtime 5x -count 3 ./dlflight)
 go build -o .build/flightserve ./bench/flightserve >&2
 shm=/dev/shm/dlflight-bench-$$.npy
 coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
