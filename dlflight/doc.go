@@ -60,5 +60,14 @@
 // overflows, a wrong value type, a truncated body) gets
 // codes.InvalidArgument; what was received is released and the server
 // goes on serving. Every held tensor is released exactly once: when it is
-// unregistered, replaced or the server shuts down.
+// unregistered, replaced or the server shuts down (or, if a DoGet is
+// still sending it then, once gRPC has written the last of it).
+//
+// # Transport
+//
+// Options.Transport and ClientOptions.Transport size gRPC's flow-control
+// windows (16 MiB per stream and per connection by default, the stream's
+// capped at the message limit) and socket buffers (1 MiB). The windows
+// bound what is buffered, never what is accepted: the message limits
+// hold whatever they are.
 package dlflight
