@@ -167,8 +167,9 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 // p's memory and the codec hands it to gRPC without a copy: gRPC's writer
 // copies it into the socket's buffer. p must be a compact row-major CPU
 // tensor of an element type Arrow has; it stays the caller's. The
-// tensor Put takes from p is released once gRPC has written it, which
-// may be just after Put returns.
+// tensor Put takes from p is released when Put returns (should the call
+// fail while gRPC still holds some of its bytes, once gRPC lets go of
+// them).
 func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error {
 	e, err := hold(p)
 	if err != nil {
@@ -182,7 +183,8 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 		return err
 	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
-	if err := send(stream.SendMsg, desc, name, e.l, e.data, e, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+	sd := newSending(e)
+	if err := send(stream.SendMsg, desc, name, e.l, e.data, sd, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -191,6 +193,7 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 	for {
 		if _, err := stream.Recv(); err != nil {
 			if errors.Is(err, io.EOF) {
+				sd.wait(ctx)
 				return nil
 			}
 			return err

@@ -1,10 +1,12 @@
 package dlflight
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -52,7 +54,7 @@ type outFrame struct {
 	body    [][]byte
 	// keep, when set, holds the memory of body: large parts are then
 	// given to gRPC without a copy, each holding a reference to keep.
-	keep *entry
+	keep *sending
 }
 
 // inFrame is a received FlightData whose body, if any, is a buffer of
@@ -152,15 +154,16 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 // without a copy; smaller ones are cheaper to copy than to track.
 const zeroCopyPart = 64 << 10
 
-// keepBuffer makes a gRPC buffer of p (memory e holds) without copying
-// it: e gains a reference that gRPC drops when it frees the buffer, after
-// writing it out. Should gRPC lose the buffer without freeing it (a
-// connection that fails while the bytes are queued), a cleanup drops the
-// reference once the buffer is unreachable, so e is still released
-// exactly once and never while gRPC may read p.
-func keepBuffer(p []byte, e *entry) mem.Buffer {
-	e.refs.Add(1)
-	k := &kept{e: e}
+// keepBuffer makes a gRPC buffer of p (memory s holds) without copying
+// it: s's entry gains a reference that gRPC drops when it frees the
+// buffer, after writing it out. Should gRPC lose the buffer without
+// freeing it (a stream or connection that fails while the bytes are
+// queued), a cleanup drops the reference once the buffer is unreachable,
+// so the entry is still released exactly once and never while gRPC may
+// read p.
+func keepBuffer(p []byte, s *sending) mem.Buffer {
+	s.add()
+	k := &kept{s: s}
 	data := &p
 	runtime.AddCleanup(data, func(k *kept) { k.Put(nil) }, k)
 	return mem.NewBuffer(data, k)
@@ -169,7 +172,7 @@ func keepBuffer(p []byte, e *entry) mem.Buffer {
 // kept is the mem.BufferPool of one keepBuffer: putting it back drops the
 // reference, once.
 type kept struct {
-	e    *entry
+	s    *sending
 	done atomic.Bool
 }
 
@@ -177,7 +180,54 @@ func (k *kept) Get(int) *[]byte { panic("dlflight: kept.Get") }
 
 func (k *kept) Put(*[]byte) {
 	if k.done.CompareAndSwap(false, true) {
-		k.e.drop()
+		k.s.done()
+	}
+}
+
+// sending counts the buffers of one call's sends that gRPC still holds,
+// each a reference to the sent entry.
+type sending struct {
+	e    *entry
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+func newSending(e *entry) *sending { return &sending{e: e} }
+
+func (s *sending) add() {
+	s.e.refs.Add(1)
+	s.mu.Lock()
+	if s.n == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.n++
+	s.mu.Unlock()
+}
+
+func (s *sending) done() {
+	s.e.drop()
+	s.mu.Lock()
+	if s.n--; s.n == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+}
+
+// wait returns once gRPC has written (and freed) every buffer sent, or
+// ctx ends: a call that ends waits for it, so that a tensor unregistered
+// or put is released by the time its peer sees the call end. A failed
+// stream may leave buffers to the cleanup; ctx ends with it.
+func (s *sending) wait(ctx context.Context) {
+	s.mu.Lock()
+	n, idle := s.n, s.idle
+	s.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
 	}
 }
 

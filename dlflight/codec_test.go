@@ -2,6 +2,7 @@ package dlflight
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -39,7 +40,8 @@ func TestMarshalShares(t *testing.T) {
 		t.Fatalf("the copied form took a reference: %d", e.refs.Load())
 	}
 
-	f.keep = e
+	sd := newSending(e)
+	f.keep = sd
 	shared, err := c.Marshal(f)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +64,11 @@ func TestMarshalShares(t *testing.T) {
 	if e.refs.Load() != 2 {
 		t.Fatalf("references while gRPC holds the values: %d, want 2", e.refs.Load())
 	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	sd.wait(gone) // gRPC still holds the values: returns only because the call ended
 	shared.Free()
+	sd.wait(context.Background()) // returns: gRPC let go of them
 	if e.refs.Load() != 1 || released != 0 {
 		t.Fatalf("after gRPC's free: %d references, released %d", e.refs.Load(), released)
 	}
@@ -80,7 +86,7 @@ func TestMarshalLost(t *testing.T) {
 	e := &entry{release: func() { released.Add(1) }}
 	e.refs.Store(1)
 	func() {
-		b, err := newCodec().Marshal(&outFrame{header: []byte("h"), body: [][]byte{make([]byte, 1<<20)}, keep: e})
+		b, err := newCodec().Marshal(&outFrame{header: []byte("h"), body: [][]byte{make([]byte, 1<<20)}, keep: newSending(e)})
 		if err != nil || len(b) != 2 {
 			t.Fatalf("%d buffers, %v", len(b), err)
 		}

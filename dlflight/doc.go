@@ -61,7 +61,9 @@
 // codes.InvalidArgument; what was received is released and the server
 // goes on serving. Every held tensor is released exactly once: when it is
 // unregistered, replaced or the server shuts down (or, if a DoGet is
-// still sending it then, once gRPC has written the last of it).
+// still sending it then, once gRPC has written the last of it; bytes of
+// a call cut off mid-stream that gRPC drops without freeing them hold it
+// until a garbage collection finds them unreachable).
 //
 // # Transport
 //

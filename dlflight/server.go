@@ -86,7 +86,9 @@ type Options struct {
 //
 // A held tensor is released exactly once: when it is unregistered,
 // replaced (Register or DoPut of the same name) or the server shuts down,
-// and never while a DoGet is still sending it.
+// and never while a DoGet is still sending it: a DoGet ends once gRPC has
+// written the tensor's bytes, and one cut off mid-stream leaves what gRPC
+// dropped without freeing to a garbage collection (see keepBuffer).
 type Server struct {
 	flight.BaseFlightServer
 	opts    Options
@@ -406,7 +408,12 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
-	return statusOf(send(stream.SendMsg, nil, name, e.l, e.data, e, s.opts.MaxMessageBytes))
+	sd := newSending(e)
+	err = send(stream.SendMsg, nil, name, e.l, e.data, sd, s.opts.MaxMessageBytes)
+	if err == nil {
+		sd.wait(stream.Context())
+	}
+	return statusOf(err)
 }
 
 // DoPut stores the tensor a client sends under the descriptor's name.

@@ -205,7 +205,7 @@ const messageOverhead = 64 << 10
 // the values to gRPC without a copy (gRPC's writer copies them into its
 // socket buffer), and keep stays referenced until gRPC is done with them;
 // without keep the codec copies them into gRPC's send buffer first.
-func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *entry, maxMessage int) error {
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int) error {
 	rb := l.rowBytes()
 	per := int64(maxMessage-messageOverhead) / rb
 	if per < 1 {
@@ -235,7 +235,7 @@ func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string,
 type framePayloadWriter struct {
 	send  func(any) error
 	desc  *flight.FlightDescriptor
-	keep  *entry
+	keep  *sending
 	parts partsWriter
 }
 
