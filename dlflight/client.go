@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -62,6 +63,7 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
 		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
+		experimental.WithBufferPool(frames),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
 	if err != nil {

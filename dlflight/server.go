@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -127,6 +128,7 @@ func NewServer(opts Options) *Server {
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
+		experimental.BufferPool(frames),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
 		grpc.InitialWindowSize(window),

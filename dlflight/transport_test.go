@@ -53,3 +53,22 @@ func TestTransportLimits(t *testing.T) {
 	sameTensor(t, got, small)
 	got.Release()
 }
+
+// TestFramePool: frame-sized buffers are reused as they were left (gRPC
+// overwrites them whole); other sizes come from gRPC's default pool.
+func TestFramePool(t *testing.T) {
+	for _, n := range []int{frameBytes/2 + 1, 12345, frameBytes} {
+		b := frames.Get(n)
+		if len(*b) != n || cap(*b) != frameBytes {
+			t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))
+		}
+		frames.Put(b)
+	}
+	for _, n := range []int{10, frameBytes / 2, frameBytes + 1, 1 << 20} {
+		b := frames.Get(n)
+		if len(*b) != n {
+			t.Fatalf("Get(%d): len %d", n, len(*b))
+		}
+		frames.Put(b)
+	}
+}
