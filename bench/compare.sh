@@ -156,10 +156,15 @@ GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPEN
 	.venv-bench/bin/python bench/exchange_compare.py
 
 # Arrow Flight (package dlflight) on loopback, against pyarrow.flight, and
-# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). A few
-# runs each (the best), bounded: 5 Go iterations per size, after a warm-up.
+# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). Each
+# row is the best of single fetches on one connection after a warm-up, as
+# many as flight.py times pyarrow's: 20, 5 and 3 for 1, 64 and 256 MiB
+# (BenchmarkFlightGet's best-MB/s); memcpy the best of 3 runs of 5 copies.
 echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm" >&2
-flgo=$(go test -run '^$' -bench '^Benchmark(FlightGet|Memcpy)$' -benchtime 5x ./dlflight)
+flgo=$(for sc in 1MiB:20 64MiB:5 256MiB:3; do
+	go test -run '^$' -bench "^BenchmarkFlightGet\$/^${sc%:*}\$" -benchtime "${sc#*:}x" ./dlflight
+done)
+flgo+=$'\n'$(go test -run '^$' -bench '^BenchmarkMemcpy$' -benchtime 5x -count 3 ./dlflight)
 go build -o .build/flightserve ./bench/flightserve >&2
 shm=/dev/shm/dlflight-bench-$$.npy
 coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
@@ -169,8 +174,8 @@ exec {FLIGHTSERVE[1]}>&-
 wait "$FLIGHTSERVE_PID" || true
 rm -f "$shm"
 flpy+=$'\n'$(.venv-bench/bin/python bench/flight.py py)
-flgobps() { # benchmark -> bytes/s (best of the run)
-	echo "$flgo" | awk -v n="Benchmark$1-" 'index($1, n) == 1 { for (i = 2; i <= NF; i++) if ($(i + 1) == "MB/s") printf "%.0f\n", $i * 1e6 }' | sort -g | tail -1
+flgobps() { # benchmark [unit] -> bytes/s (best of the run)
+	echo "$flgo" | awk -v n="Benchmark$1-" -v u="${2:-MB/s}" 'index($1, n) == 1 { for (i = 2; i <= NF; i++) if ($(i + 1) == u) printf "%.0f\n", $i * 1e6 }' | sort -g | tail -1
 }
 flpys() { echo "$flpy" | awk -v n="$1" '$1 == n { print $2 }'; }
 echo
@@ -181,7 +186,7 @@ for size in 1MiB 64MiB 256MiB; do
 	mc=$(flgobps "Memcpy/$size")
 	pp=$(echo "$bytes / $(flpys "py-server/$size")" | bc -l)
 	flrow() { printf '| %s | %s | %.2f | %.3f | %.2f |\n' "$size" "$1" "$(echo "$2 / 1000000000" | bc -l)" "$(echo "$2 / $mc" | bc -l)" "$(echo "$2 / $pp" | bc -l)"; }
-	flrow "Go server → Go client (dlflight, one process)" "$(flgobps "FlightGet/$size")"
+	flrow "Go server → Go client (dlflight, one process)" "$(flgobps "FlightGet/$size" best-MB/s)"
 	flrow "Go server → pyarrow.flight client" "$(echo "$bytes / $(flpys "go-server/$size")" | bc -l)"
 	flrow "pyarrow.flight server → pyarrow.flight client" "$pp"
 	flrow "memcpy of the same bytes (Go copy)" "$mc"

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -31,6 +32,8 @@ type ClientOptions struct {
 	// Allocator allocates received bodies (aligned to 64 bytes);
 	// memory.DefaultAllocator when nil.
 	Allocator memory.Allocator
+	// Transport sizes gRPC's flow-control windows and socket buffers.
+	Transport Transport
 }
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
@@ -56,9 +59,11 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
 	}
+	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithInitialWindowSize(windowSize), grpc.WithInitialConnWindowSize(windowSize),
-		grpc.WithReadBufferSize(ioBufferSize), grpc.WithWriteBufferSize(ioBufferSize),
+		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
+		experimental.WithBufferPool(frames),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
 	if err != nil {
@@ -161,9 +166,12 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 }
 
 // Put sends p's tensor to be stored under name (DoPut). The batches share
-// p's memory; the codec writes it straight into gRPC's send buffer, with
-// no copy before. p must be a compact row-major CPU tensor of an element
-// type Arrow has; it stays the caller's.
+// p's memory and the codec hands it to gRPC without a copy: gRPC's writer
+// copies it into the socket's buffer. p must be a compact row-major CPU
+// tensor of an element type Arrow has; it stays the caller's. The
+// tensor Put takes from p is released when Put returns (should the call
+// fail while gRPC still holds some of its bytes, once gRPC lets go of
+// them).
 func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error {
 	e, err := hold(p)
 	if err != nil {
@@ -177,7 +185,8 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 		return err
 	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
-	if err := send(stream.SendMsg, desc, name, e.l, e.data, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+	sd := newSending(e)
+	if err := send(stream.SendMsg, desc, name, e.l, e.data, sd, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -186,6 +195,7 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 	for {
 		if _, err := stream.Recv(); err != nil {
 			if errors.Is(err, io.EOF) {
+				sd.wait(ctx)
 				return nil
 			}
 			return err

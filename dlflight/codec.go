@@ -1,9 +1,13 @@
 package dlflight
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -21,8 +25,10 @@ import (
 // the small fields are decoded from the frames, and the body is copied once,
 // straight from gRPC's frame buffers into a 64-byte aligned buffer of the
 // caller's allocator, which the record batch then shares. Sending, it
-// writes the IPC body's buffers (the tensor's own memory) straight into
-// gRPC's send buffer. Every other message goes to gRPC's proto codec.
+// hands the IPC body's large buffers (the tensor's own memory) to gRPC
+// as they are, holding the tensor until gRPC has written them; only the
+// fields and the padding are copied. Every other message goes to gRPC's
+// proto codec.
 type codec struct{ proto encoding.CodecV2 }
 
 func newCodec() codec { return codec{proto: encoding.GetCodecV2("proto")} }
@@ -40,12 +46,15 @@ const (
 
 // outFrame is a FlightData to send whose body is the concatenation of
 // parts (the IPC body buffers and their padding), not copied before the
-// codec writes them into gRPC's buffer.
+// codec.
 type outFrame struct {
 	desc    *flight.FlightDescriptor
 	header  []byte
 	appMeta []byte
 	body    [][]byte
+	// keep, when set, holds the memory of body: large parts are then
+	// given to gRPC without a copy, each holding a reference to keep.
+	keep *sending
 }
 
 // inFrame is a received FlightData whose body, if any, is a buffer of
@@ -84,9 +93,18 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if len(f.appMeta) > 0 {
 		size += protowire.SizeTag(fieldAppMetadata) + protowire.SizeBytes(len(f.appMeta))
 	}
-	if bodyLen > 0 {
-		size += protowire.SizeTag(fieldDataBody) + protowire.SizeBytes(bodyLen)
+	for _, p := range f.body {
+		if f.keep == nil || len(p) < zeroCopyPart {
+			size += len(p)
+		}
 	}
+	if bodyLen > 0 {
+		size += protowire.SizeTag(fieldDataBody) + protowire.SizeVarint(uint64(bodyLen))
+	}
+	// The fields and the small body parts (padding, bitmaps) are copied
+	// into pooled buffers; a large part (the tensor's values) goes to
+	// gRPC as it is, holding f.keep until gRPC has written it.
+	var out mem.BufferSlice
 	pool := mem.DefaultBufferPool()
 	bp := pool.Get(size)
 	b := (*bp)[:0]
@@ -105,12 +123,112 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if bodyLen > 0 {
 		b = protowire.AppendTag(b, fieldDataBody, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(bodyLen))
-		for _, p := range f.body {
+	}
+	for i, p := range f.body {
+		if f.keep == nil || len(p) < zeroCopyPart {
 			b = append(b, p...)
+			continue
 		}
+		if len(b) > 0 {
+			*bp = b
+			out = append(out, mem.NewBuffer(bp, pool))
+			small := 0
+			for _, q := range f.body[i+1:] {
+				small += len(q)
+			}
+			bp = pool.Get(small)
+			b = (*bp)[:0]
+		}
+		out = append(out, keepBuffer(p, f.keep))
 	}
 	*bp = b
-	return mem.BufferSlice{mem.NewBuffer(bp, pool)}, nil
+	if len(b) > 0 || len(out) == 0 {
+		out = append(out, mem.NewBuffer(bp, pool))
+	} else {
+		pool.Put(bp)
+	}
+	return out, nil
+}
+
+// zeroCopyPart: body parts of at least this many bytes are handed to gRPC
+// without a copy; smaller ones are cheaper to copy than to track.
+const zeroCopyPart = 64 << 10
+
+// keepBuffer makes a gRPC buffer of p (memory s holds) without copying
+// it: s's entry gains a reference that gRPC drops when it frees the
+// buffer, after writing it out. Should gRPC lose the buffer without
+// freeing it (a stream or connection that fails while the bytes are
+// queued), a cleanup drops the reference once the buffer is unreachable,
+// so the entry is still released exactly once and never while gRPC may
+// read p.
+func keepBuffer(p []byte, s *sending) mem.Buffer {
+	s.add()
+	k := &kept{s: s}
+	data := &p
+	runtime.AddCleanup(data, func(k *kept) { k.Put(nil) }, k)
+	return mem.NewBuffer(data, k)
+}
+
+// kept is the mem.BufferPool of one keepBuffer: putting it back drops the
+// reference, once.
+type kept struct {
+	s    *sending
+	done atomic.Bool
+}
+
+func (k *kept) Get(int) *[]byte { panic("dlflight: kept.Get") }
+
+func (k *kept) Put(*[]byte) {
+	if k.done.CompareAndSwap(false, true) {
+		k.s.done()
+	}
+}
+
+// sending counts the buffers of one call's sends that gRPC still holds,
+// each a reference to the sent entry.
+type sending struct {
+	e    *entry
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+func newSending(e *entry) *sending { return &sending{e: e} }
+
+func (s *sending) add() {
+	s.e.refs.Add(1)
+	s.mu.Lock()
+	if s.n == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.n++
+	s.mu.Unlock()
+}
+
+func (s *sending) done() {
+	s.e.drop()
+	s.mu.Lock()
+	if s.n--; s.n == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+}
+
+// wait returns once gRPC has written (and freed) every buffer sent, or
+// ctx ends: a call that ends waits for it, so that a tensor unregistered
+// or put is released by the time its peer sees the call end. A failed
+// stream may leave buffers to the cleanup; ctx ends with it.
+func (s *sending) wait(ctx context.Context) {
+	s.mu.Lock()
+	n, idle := s.n, s.idle
+	s.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }
 
 var errFrame = errors.New("dlflight: malformed FlightData")

@@ -35,10 +35,11 @@
 // # Copies
 //
 // Sending (Server DoGet, Client.Put), the record batch shares the tensor's
-// memory and the codec writes it straight into gRPC's send buffer: one
-// copy, where gRPC takes the message; nothing before (arrow-go's own
-// Flight writer first gathers the body into a bytes.Buffer; dlflight
-// does not use it). Receiving, gRPC reads the socket into its frame
+// memory and the codec hands the values to gRPC as they are (holding the
+// tensor until gRPC has written them): the one copy is gRPC's writer
+// filling the socket's buffer; nothing before (arrow-go's own Flight
+// writer first gathers the body into a bytes.Buffer, and protobuf would
+// copy it into the message; dlflight does neither). Receiving, gRPC reads the socket into its frame
 // buffers; the codec then copies the body once from those frames into a
 // 64-byte aligned buffer of the allocator (protobuf-go would first gather
 // the frames into one buffer and then copy the body again, to an address
@@ -60,5 +61,16 @@
 // overflows, a wrong value type, a truncated body) gets
 // codes.InvalidArgument; what was received is released and the server
 // goes on serving. Every held tensor is released exactly once: when it is
-// unregistered, replaced or the server shuts down.
+// unregistered, replaced or the server shuts down (or, if a DoGet is
+// still sending it then, once gRPC has written the last of it; bytes of
+// a call cut off mid-stream that gRPC drops without freeing them hold it
+// until a garbage collection finds them unreachable).
+//
+// # Transport
+//
+// Options.Transport and ClientOptions.Transport size gRPC's flow-control
+// windows (16 MiB per stream and per connection by default, the stream's
+// capped at the message limit) and socket buffers (1 MiB). The windows
+// bound what is buffered, never what is accepted: the message limits
+// hold whatever they are.
 package dlflight

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -79,6 +80,8 @@ type Options struct {
 	// Allocator allocates the bodies of received messages (aligned to
 	// 64 bytes); memory.DefaultAllocator when nil.
 	Allocator memory.Allocator
+	// Transport sizes gRPC's flow-control windows and socket buffers.
+	Transport Transport
 }
 
 // Server serves named tensors over Arrow Flight. Build it with NewServer,
@@ -86,7 +89,9 @@ type Options struct {
 //
 // A held tensor is released exactly once: when it is unregistered,
 // replaced (Register or DoPut of the same name) or the server shuts down,
-// and never while a DoGet is still sending it.
+// and never while a DoGet is still sending it: a DoGet ends once gRPC has
+// written the tensor's bytes, and one cut off mid-stream leaves what gRPC
+// dropped without freeing to a garbage collection (see keepBuffer).
 type Server struct {
 	flight.BaseFlightServer
 	opts    Options
@@ -111,14 +116,6 @@ func (e *entry) drop() {
 	}
 }
 
-// Transport sizes for tensors: gRPC's defaults (64 KiB flow-control
-// windows grown by its bandwidth estimate, 32 KiB socket buffers) are
-// made for small messages; a tensor is a few large ones.
-const (
-	windowSize   = 16 << 20
-	ioBufferSize = 1 << 20
-)
-
 type principalKey struct{}
 
 // NewServer makes a Server; nothing listens until Serve.
@@ -130,14 +127,16 @@ func NewServer(opts Options) *Server {
 		opts.Allocator = memory.DefaultAllocator
 	}
 	s := &Server{opts: opts, tensors: map[string]*entry{}}
+	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
+		experimental.BufferPool(frames),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
-		grpc.InitialWindowSize(windowSize),
-		grpc.InitialConnWindowSize(windowSize),
-		grpc.ReadBufferSize(ioBufferSize),
-		grpc.WriteBufferSize(ioBufferSize),
+		grpc.InitialWindowSize(window),
+		grpc.InitialConnWindowSize(connWindow),
+		grpc.ReadBufferSize(rbuf),
+		grpc.WriteBufferSize(wbuf),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
@@ -432,7 +431,12 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
-	return statusOf(send(stream.SendMsg, nil, name, e.l, e.data, s.opts.MaxMessageBytes))
+	sd := newSending(e)
+	err = send(stream.SendMsg, nil, name, e.l, e.data, sd, s.opts.MaxMessageBytes)
+	if err == nil {
+		sd.wait(stream.Context())
+	}
+	return statusOf(err)
 }
 
 // DoPut stores the tensor a client sends under the descriptor's name.

@@ -201,15 +201,18 @@ const messageOverhead = 64 << 10
 
 // send writes the tensor's bytes as a stream: the schema (with desc, if
 // any), then batches of as many rows as fit in maxMessage bytes. The
-// batches share data; the codec copies it into gRPC's send buffer.
-func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, maxMessage int) error {
+// batches share data. keep, when set, holds data: the codec then gives
+// the values to gRPC without a copy (gRPC's writer copies them into its
+// socket buffer), and keep stays referenced until gRPC is done with them;
+// without keep the codec copies them into gRPC's send buffer first.
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int) error {
 	rb := l.rowBytes()
 	per := int64(maxMessage-messageOverhead) / rb
 	if per < 1 {
 		return fmt.Errorf("%w: a row of %d bytes does not fit in a message of %d", errLimit, rb, maxMessage)
 	}
 	schema := l.schema(column)
-	pw := &framePayloadWriter{send: sendMsg, desc: desc}
+	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep}
 	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(schema))
 	for from := int64(0); from < l.rows || from == 0; from += per {
 		n := min(per, l.rows-from)
@@ -232,6 +235,7 @@ func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string,
 type framePayloadWriter struct {
 	send  func(any) error
 	desc  *flight.FlightDescriptor
+	keep  *sending
 	parts partsWriter
 }
 
@@ -256,7 +260,7 @@ func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
 	if sendHook != nil {
 		sendHook(w.parts)
 	}
-	f := &outFrame{desc: w.desc, header: meta.Bytes(), body: w.parts}
+	f := &outFrame{desc: w.desc, header: meta.Bytes(), body: w.parts, keep: w.keep}
 	w.desc = nil
 	return w.send(f)
 }
