@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -44,6 +45,8 @@ type Client struct {
 	opts ClientOptions
 	conn *grpc.ClientConn
 	fc   flight.FlightServiceClient
+	// closed is set by the first Close.
+	closed atomic.Bool
 }
 
 // Dial makes a Client of the server at addr ("host:port"); the connection
@@ -72,8 +75,23 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	return &Client{opts: opts, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection. Calling it again does nothing and
+// returns nil; a call made after Close fails with an error wrapping
+// dlpack.ErrClosed.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+// errIfClosed is the error of a call made after Close.
+func (c *Client) errIfClosed(call string) error {
+	if c.closed.Load() {
+		return fmt.Errorf("dlflight: %s: %w: the client is closed", call, dlpack.ErrClosed)
+	}
+	return nil
+}
 
 func (c *Client) ctx(ctx context.Context) context.Context {
 	if c.opts.Token == "" {
@@ -84,6 +102,9 @@ func (c *Client) ctx(ctx context.Context) context.Context {
 
 // List describes the tensors the server lets the caller read.
 func (c *Client) List(ctx context.Context) ([]Info, error) {
+	if err := c.errIfClosed("list"); err != nil {
+		return nil, err
+	}
 	stream, err := c.fc.ListFlights(c.ctx(ctx), &flight.Criteria{})
 	if err != nil {
 		return nil, err
@@ -107,6 +128,9 @@ func (c *Client) List(ctx context.Context) ([]Info, error) {
 
 // Info describes one tensor (GetFlightInfo).
 func (c *Client) Info(ctx context.Context, name string) (Info, error) {
+	if err := c.errIfClosed("info"); err != nil {
+		return Info{}, err
+	}
 	fi, err := c.fc.GetFlightInfo(c.ctx(ctx), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}})
 	if err != nil {
 		return Info{}, err
@@ -151,6 +175,9 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 // and the Tensor shares it. A tensor that came split in several batches is
 // copied once more, into one buffer. Release the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
+	if err := c.errIfClosed(fmt.Sprintf("get %q", name)); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
 	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: []byte(name)})
@@ -173,6 +200,9 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 // fail while gRPC still holds some of its bytes, once gRPC lets go of
 // them).
 func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error {
+	if err := c.errIfClosed(fmt.Sprintf("put %q", name)); err != nil {
+		return err
+	}
 	e, err := hold(p)
 	if err != nil {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
