@@ -44,6 +44,40 @@ func newOwner(release func()) *owner {
 	return o
 }
 
+// acquire takes a reference unless the last one is gone (the body freed
+// or being freed): a count never rises from zero, so a Release racing an
+// export frees the body once.
+func (o *owner) acquire() bool {
+	for {
+		n := o.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if o.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// hold takes a reference for an export of t: false once t is released
+// (checked again after taking it, as Release may land in between).
+func (t *Tensor) hold() bool {
+	if t.released.Load() {
+		return false
+	}
+	if acquireHook != nil {
+		acquireHook()
+	}
+	if !t.owner.acquire() {
+		return false
+	}
+	if t.released.Load() {
+		t.owner.ReleaseTensor()
+		return false
+	}
+	return true
+}
+
 func (o *owner) ReleaseTensor() {
 	if o.refs.Add(-1) == 0 && o.release != nil {
 		o.release()
@@ -69,7 +103,9 @@ func (t *Tensor) DataAddr() uintptr {
 func (t *Tensor) Aligned() bool { return t.DataAddr()%Align == 0 }
 
 // Release drops the Tensor's reference; exports already made stay valid.
-// Calling it again does nothing.
+// Calling it again does nothing. It may race DLPack and DescribeTensor
+// on other goroutines: an export then either holds the body or fails
+// with dlpack.ErrClosed, and the body is freed once.
 func (t *Tensor) Release() {
 	if t.released.CompareAndSwap(false, true) {
 		t.owner.ReleaseTensor()
@@ -78,14 +114,13 @@ func (t *Tensor) Release() {
 
 // DescribeTensor implements dlpack.Source.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
-	if t.released.Load() {
-		return dlpack.ErrClosed
-	}
 	if !t.Aligned() {
 		return &dlpack.FieldError{Field: "data", Value: fmt.Sprintf("%#x", t.DataAddr()), Err: dlpack.ErrAlignment,
 			Why: "the peer placed the values off a 64-byte boundary; DLPack copies them"}
 	}
-	t.owner.refs.Add(1)
+	if !t.hold() {
+		return dlpack.ErrClosed
+	}
 	*d = dlpack.Description{DType: t.dtype, Shape: t.shape, Size: uintptr(len(t.data)), Owner: t.owner}
 	if len(t.data) > 0 {
 		d.Data = unsafe.Pointer(unsafe.SliceData(t.data))
@@ -106,9 +141,6 @@ func (t *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 		return dlpack.Managed{}, &dlpack.FieldError{Field: "request.copy", Value: req.Copy, Err: dlpack.ErrRequest,
 			Why: fmt.Sprintf("the received values at %#x are not %d-byte aligned", t.DataAddr(), Align)}
 	}
-	if t.released.Load() {
-		return dlpack.Managed{}, dlpack.ErrClosed
-	}
 	req.Copy = dlpack.CopyAlways
 	return dlpack.Produce(unaligned{t}, req)
 }
@@ -117,8 +149,14 @@ func (t *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 type unaligned struct{ t *Tensor }
 
 func (u unaligned) DescribeTensor(d *dlpack.Description) error {
-	u.t.owner.refs.Add(1)
+	if !u.t.hold() {
+		return dlpack.ErrClosed
+	}
 	*d = dlpack.Description{DType: u.t.dtype, Shape: u.t.shape, Size: uintptr(len(u.t.data)), Owner: u.t.owner,
 		Data: unsafe.Pointer(unsafe.SliceData(u.t.data))}
 	return nil
 }
+
+// acquireHook, when set (tests), runs just before an export takes its
+// reference to the body.
+var acquireHook func()

@@ -1,0 +1,92 @@
+//go:build cgo
+
+package dlflight
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+)
+
+// TestReleaseRacesDLPack: a Tensor released while another goroutine
+// exports it (shared, or copied for a misaligned body) frees its body
+// exactly once, and the export either succeeds on live memory or fails
+// with dlpack.ErrClosed.
+func TestReleaseRacesDLPack(t *testing.T) {
+	const rounds = 20000
+	body := dlpack.AlignedSlice[byte](4*64 + 64)
+	for _, off := range []int{0, 8} {
+		var doubles, used atomic.Int32
+		for range rounds {
+			var released atomic.Int32
+			freed := atomic.Bool{}
+			tn := &Tensor{dtype: dlpack.Float32, shape: []int64{64}, data: body[off : off+4*64],
+				owner: newOwner(func() {
+					if released.Add(1) > 1 {
+						doubles.Add(1)
+					}
+					freed.Store(true)
+				})}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				tn.Release()
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				runtime.Gosched()
+				m, err := tn.DLPack(dlpack.DefaultRequest())
+				if err != nil {
+					if !errors.Is(err, dlpack.ErrClosed) {
+						t.Errorf("DLPack: %v", err)
+					}
+					return
+				}
+				if freed.Load() && m.Versioned.Flags&dlpack.FlagIsCopied == 0 {
+					used.Add(1) // a shared export of freed memory
+				}
+				m.Release()
+			}()
+			close(start)
+			wg.Wait()
+			if released.Load() != 1 {
+				t.Fatalf("offset %d: body released %d times", off, released.Load())
+			}
+		}
+		if doubles.Load() != 0 || used.Load() != 0 {
+			t.Fatalf("offset %d: %d double releases, %d exports of freed memory in %d rounds", off, doubles.Load(), used.Load(), rounds)
+		}
+	}
+}
+
+// TestReleaseBetweenCheckAndHold: the Release lands exactly between the
+// export's check of the Tensor and its taking a reference (acquireHook),
+// the window the concurrent test above can only hope to hit.
+func TestReleaseBetweenCheckAndHold(t *testing.T) {
+	body := dlpack.AlignedSlice[byte](4*64 + 64)
+	for _, off := range []int{0, 8} {
+		released := 0
+		tn := &Tensor{dtype: dlpack.Float32, shape: []int64{64}, data: body[off : off+4*64],
+			owner: newOwner(func() { released++ })}
+		acquireHook = func() { tn.Release() }
+		m, err := tn.DLPack(dlpack.DefaultRequest())
+		acquireHook = nil
+		if err == nil {
+			m.Release()
+			t.Errorf("offset %d: DLPack of a Tensor released meanwhile succeeded", off)
+		} else if !errors.Is(err, dlpack.ErrClosed) {
+			t.Errorf("offset %d: DLPack: %v, want ErrClosed", off, err)
+		}
+		if released != 1 {
+			t.Errorf("offset %d: body released %d times", off, released)
+		}
+	}
+}
