@@ -8,9 +8,12 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/fault"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec this one defers to
 	"google.golang.org/grpc/mem"
@@ -55,6 +58,11 @@ type outFrame struct {
 	// keep, when set, holds the memory of body: large parts are then
 	// given to gRPC without a copy, each holding a reference to keep.
 	keep *sending
+	// guard, when set, is the memory of a file mapping that body lies in
+	// (a tensorfile tensor): every part is then copied, in Marshal, with a
+	// fault of a file cut short turned into err.
+	guard []byte
+	err   error
 }
 
 // inFrame is a received FlightData whose body, if any, is a buffer of
@@ -93,8 +101,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if len(f.appMeta) > 0 {
 		size += protowire.SizeTag(fieldAppMetadata) + protowire.SizeBytes(len(f.appMeta))
 	}
+	zeroCopy := f.keep != nil && f.guard == nil
 	for _, p := range f.body {
-		if f.keep == nil || len(p) < zeroCopyPart {
+		if !zeroCopy || len(p) < zeroCopyPart {
 			size += len(p)
 		}
 	}
@@ -123,6 +132,26 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if bodyLen > 0 {
 		b = protowire.AppendTag(b, fieldDataBody, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(bodyLen))
+	}
+	if f.guard != nil {
+		// The parts lie in a file mapping: copy them here, on the
+		// sending goroutine, where a fault can be caught (gRPC's writer
+		// goroutine cannot), rather than hand them to gRPC.
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(f.guard)))
+		err := fault.Guard(base, uintptr(len(f.guard)), func() error {
+			for _, p := range f.body {
+				b = append(b, p...)
+			}
+			return nil
+		})
+		if fe, ok := err.(*fault.Error); ok {
+			pool.Put(bp)
+			f.err = &dlpack.FieldError{Field: "data", Value: fmt.Sprintf("byte %d of %d", fe.Offset, len(f.guard)), Err: ErrTruncated,
+				Why: "the tensor's file was cut short while mapped (another process truncated or rewrote it); the lost pages cannot be read"}
+			return nil, f.err
+		}
+		*bp = b
+		return mem.BufferSlice{mem.NewBuffer(bp, pool)}, nil
 	}
 	for i, p := range f.body {
 		if f.keep == nil || len(p) < zeroCopyPart {

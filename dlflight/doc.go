@@ -50,6 +50,19 @@
 // chance: Tensor.DLPack copies them explicitly (FlagIsCopied), as JAX
 // needs 64-byte alignment to alias memory.
 //
+// A tensor in a file mapping (a tensorfile Tensor, one of OpenNPY,
+// OpenSafetensors, CreateNPY..., registered or put as it is) is the
+// exception on the sending side: another process may cut the file short,
+// and a read of a lost page faults (SIGBUS), which would kill the process
+// if it happened in gRPC's writer goroutine. Its values are therefore
+// copied into each message by the codec, on the sending goroutine, under
+// a fault guard (one extra copy, of at most MaxMessageBytes at a time): a
+// truncated file fails that DoGet with codes.Internal naming ErrTruncated
+// (the server goes on serving) and Client.Put with an error wrapping
+// ErrTruncated (tensorfile.ErrTruncated). The tensor is recognised by its
+// Mapped method; a view of it under another type (a dlpack.Foreign of it)
+// is sent without the guard.
+//
 // # Security and limits
 //
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
 )
 
 var (
@@ -21,3 +22,8 @@ var (
 	// names as protobuf strings). A server answers codes.InvalidArgument.
 	ErrName = errors.New("dlflight: invalid tensor name")
 )
+
+// ErrTruncated: a tensor in a file mapping (a tensorfile tensor) whose
+// file another process cut short; the lost pages cannot be read. It is
+// tensorfile.ErrTruncated. A server answers codes.Internal.
+var ErrTruncated = tensorfile.ErrTruncated

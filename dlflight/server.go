@@ -108,6 +108,19 @@ type entry struct {
 	data    []byte
 	refs    atomic.Int64
 	release func()
+	// mapped: data lies in a file mapping (a tensorfile tensor, see
+	// mappedProducer), read only through a guarded copy.
+	mapped bool
+}
+
+// mappedProducer is a producer that can tell whether its tensor is a view
+// of a file mapping: tensorfile's Tensor. The file may be cut short by
+// another process, and a read of a lost page faults (SIGBUS), so such a
+// tensor is copied into each message under a fault guard, on the sending
+// goroutine, instead of being handed to gRPC's writer goroutine, where a
+// fault would kill the process.
+type mappedProducer interface {
+	Mapped() bool
 }
 
 func (e *entry) drop() {
@@ -242,6 +255,9 @@ func hold(p dlpack.Producer) (*entry, error) {
 		return nil, err
 	}
 	e := &entry{l: l, release: func() { f.Close() }}
+	if mp, ok := p.(mappedProducer); ok && mp.Mapped() {
+		e.mapped = true
+	}
 	if l.nbytes > 0 {
 		e.data = b[first : first+int(l.nbytes)]
 	}
@@ -503,6 +519,8 @@ func statusOf(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, ErrInvalid), errors.Is(err, errFrame), errors.Is(err, ErrType), errors.Is(err, ErrShape), errors.Is(err, ErrName):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrTruncated):
+		return status.Error(codes.Internal, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	}

@@ -261,8 +261,17 @@ func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
 		sendHook(w.parts)
 	}
 	f := &outFrame{desc: w.desc, header: meta.Bytes(), body: w.parts, keep: w.keep}
+	if w.keep != nil && w.keep.e.mapped {
+		f.keep, f.guard = nil, w.keep.e.data
+	}
 	w.desc = nil
-	return w.send(f)
+	if err := w.send(f); err != nil {
+		if f.err != nil {
+			return f.err // gRPC keeps only the text of Marshal's error
+		}
+		return err
+	}
+	return nil
 }
 
 // recvHook, when set (tests), sees the body of every frame received.
