@@ -30,6 +30,13 @@ type ClientOptions struct {
 	// MaxMessageBytes bounds every message either way
 	// (DefaultMaxMessageBytes when zero); larger tensors are split on Put.
 	MaxMessageBytes int
+	// MaxGetBytes bounds the bytes (message bodies and headers) one Get
+	// receives (DefaultMaxGetBytes
+	// when zero; negative: no bound): a server that sends more, such as
+	// one that streams rows without end under a schema that does not give
+	// the tensor's shape, fails the Get with an error wrapping ErrLimit,
+	// and what arrived is released.
+	MaxGetBytes int64
 	// Allocator allocates received bodies (aligned to 64 bytes);
 	// memory.DefaultAllocator when nil.
 	Allocator memory.Allocator
@@ -54,6 +61,9 @@ type Client struct {
 func Dial(addr string, opts ClientOptions) (*Client, error) {
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if opts.MaxGetBytes == 0 {
+		opts.MaxGetBytes = DefaultMaxGetBytes
 	}
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
@@ -184,7 +194,7 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, c.opts.Allocator, 0)
+	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, c.opts.Allocator, max(c.opts.MaxGetBytes, 0))
 	t, err := receive(r, c.opts.Allocator)
 	if err != nil {
 		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)

@@ -69,7 +69,10 @@
 // the "authorization" metadata (codes.Unauthenticated without one);
 // Options.Allow is the per-name read/write policy (codes.PermissionDenied).
 // MaxMessageBytes, MaxTensors and MaxPutBytes bound messages, held tensors
-// and each DoPut (codes.ResourceExhausted). A stream that lies (extension
+// and each DoPut (codes.ResourceExhausted). A client is bounded as well:
+// ClientOptions.MaxGetBytes (4 GiB by default) ends a Get that receives
+// more, as from a server streaming rows without end under a schema that
+// does not give the tensor's shape, with an error wrapping ErrLimit. A stream that lies (extension
 // metadata that disagrees with the storage, nulls, a shape whose product
 // overflows, a wrong value type, a truncated body) gets
 // codes.InvalidArgument; what was received is released and the server

@@ -21,6 +21,10 @@ var (
 	// ErrName: a tensor name that is not valid UTF-8 (Flight carries
 	// names as protobuf strings). A server answers codes.InvalidArgument.
 	ErrName = errors.New("dlflight: invalid tensor name")
+	// ErrLimit: a configured limit was reached (MaxMessageBytes,
+	// MaxTensors, MaxPutBytes, ClientOptions.MaxGetBytes). A server
+	// answers codes.ResourceExhausted.
+	ErrLimit = errors.New("dlflight: limit exceeded")
 )
 
 // ErrTruncated: a tensor in a file mapping (a tensorfile tensor) whose

@@ -30,6 +30,10 @@ import (
 // several batches, split along its first dimension.
 const DefaultMaxMessageBytes = 16 << 20
 
+// DefaultMaxGetBytes is the bound on the bytes one Client.Get receives
+// when ClientOptions leave it zero: 4 GiB.
+const DefaultMaxGetBytes = 4 << 30
+
 // Op is what a caller asks to do with a named tensor, as the policy sees
 // it.
 type Op int
@@ -74,7 +78,8 @@ type Options struct {
 	// new name beyond it gets codes.ResourceExhausted (Register is not
 	// bounded: it is the program's own decision). Zero: no bound.
 	MaxTensors int
-	// MaxPutBytes bounds the body bytes of one DoPut stream;
+	// MaxPutBytes bounds the bytes (message bodies and headers) of one
+	// DoPut stream;
 	// codes.ResourceExhausted beyond it. Zero: no bound.
 	MaxPutBytes int64
 	// Allocator allocates the bodies of received messages (aligned to

@@ -12,8 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-// errLimit: a configured limit was reached (codes.ResourceExhausted).
-var errLimit = errors.New("dlflight: limit exceeded")
+// errLimit is ErrLimit.
+var errLimit = ErrLimit
 
 // frameReader is the ipc.MessageReader of a received stream: each frame's
 // header and aligned body become one IPC message. Frames with no header
@@ -21,7 +21,7 @@ var errLimit = errors.New("dlflight: limit exceeded")
 type frameReader struct {
 	recv    func(*inFrame) error
 	alloc   memory.Allocator
-	maxBody int64 // total body bytes allowed; 0: no limit
+	maxBody int64 // total body and header bytes allowed; 0: no limit
 	body    int64
 	desc    *flight.FlightDescriptor
 	msg     *ipc.Message
@@ -48,6 +48,8 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 		if f.desc != nil && r.desc == nil {
 			r.desc = f.desc
 		}
+		// headers count too: a stream of empty batches is not free
+		r.body += int64(len(f.header))
 		if f.body != nil {
 			r.body += int64(f.body.Len())
 			if recvHook != nil {
@@ -58,7 +60,7 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 			if f.body != nil {
 				f.body.Release()
 			}
-			return nil, fmt.Errorf("%w: more than %d body bytes in one stream", errLimit, r.maxBody)
+			return nil, fmt.Errorf("%w: more than %d bytes (message bodies and headers) in one stream", errLimit, r.maxBody)
 		}
 		if len(f.header) == 0 {
 			if f.body != nil {
