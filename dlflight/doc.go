@@ -19,7 +19,11 @@
 // metadata (MetaShape, MetaDType) carries the tensor's own shape and dtype
 // so they come back as they went. A tensor larger than the message limit
 // is split along its first dimension into several batches; Get puts them
-// back together. Element types: int8..int64, uint8..uint64, float16,
+// back together. Each batch's message leaves 512 bytes of the limit to
+// its metadata (the IPC header and FlightData fields take under 256), so
+// even a limit of a few KiB moves any tensor whose rows fit; a limit that
+// cannot hold a row, or the schema message (the names and shapes), fails
+// with ErrLimit saying which. Element types: int8..int64, uint8..uint64, float16,
 // float32, float64 (what Arrow and DLPack share; Arrow booleans are bits).
 // Received columns must be row-major: a fixed_shape_tensor whose
 // permutation is not the identity is refused (ErrInvalid), as a column

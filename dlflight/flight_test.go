@@ -127,7 +127,7 @@ func TestReleaseOnce(t *testing.T) {
 // TestSplit sends tensors larger than the message limit: split along the
 // first dimension both ways, put back together.
 func TestSplit(t *testing.T) {
-	limit := messageOverhead + 4096
+	limit := batchOverhead + 4096
 	s, addr := serve(t, Options{MaxMessageBytes: limit})
 	c := dial(t, addr, ClientOptions{MaxMessageBytes: limit})
 	src := newRaw(t, dlpack.Float32, 1000, 16) // 64000 bytes: 16 batches of 64 rows

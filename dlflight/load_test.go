@@ -32,7 +32,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // DoPut leaves nothing held on either side.
 func TestDisconnect(t *testing.T) {
 	salloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	limit := messageOverhead + 64<<10
+	limit := batchOverhead + 64<<10
 	s, addr := serve(t, Options{Allocator: salloc, MaxMessageBytes: limit})
 	src := newRaw(t, dlpack.Float32, 4096, 64) // 1 MiB: 16 batches
 	if err := s.Register("big", src); err != nil {
@@ -201,7 +201,7 @@ func TestLoad(t *testing.T) {
 // bytes of a cancelled stream that gRPC drops without freeing them, at a
 // garbage collection), not before, and exactly once.
 func TestUnregisterDuringGet(t *testing.T) {
-	limit := messageOverhead + 1<<20
+	limit := batchOverhead + 1<<20
 	s, addr := serve(t, Options{MaxMessageBytes: limit})
 	src := newRaw(t, dlpack.Float32, 16384, 1024) // 64 MiB in 1 MiB batches: more than gRPC's windows hold
 	if err := s.Register("big", src); err != nil {

@@ -81,7 +81,7 @@ func TestTLSAndTokens(t *testing.T) {
 // TestLimits: tensors held, bytes per DoPut and the message size are
 // ResourceExhausted, and the server goes on serving.
 func TestLimits(t *testing.T) {
-	limit := messageOverhead + 64<<10
+	limit := batchOverhead + 64<<10
 	s, addr := serve(t, Options{MaxTensors: 2, MaxPutBytes: 32 << 10, MaxMessageBytes: limit})
 	c := dial(t, addr, ClientOptions{})
 	ctx := ctxT(t)

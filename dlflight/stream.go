@@ -1,6 +1,7 @@
 package dlflight
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
 )
 
 // errLimit is ErrLimit.
@@ -197,9 +199,13 @@ func streamErr(r *frameReader, err error) error {
 	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
-// messageOverhead is what a batch's message needs beside the values: the
-// FlightData fields and the IPC flatbuffer header.
-const messageOverhead = 64 << 10
+// batchOverhead is what a record batch's message needs beside the
+// tensor's values: the IPC header (a flatbuffer of 168 bytes for one
+// fixed_shape_tensor column, whatever the row count), the FlightData tags
+// and lengths (under 20 bytes) and the body's padding to 64 bytes, with
+// room to spare. The schema message, which carries no values, is
+// checked as it is written (framePayloadWriter).
+const batchOverhead = 512
 
 // send writes the tensor's bytes as a stream: the schema (with desc, if
 // any), then batches of as many rows as fit in maxMessage bytes. The
@@ -208,13 +214,16 @@ const messageOverhead = 64 << 10
 // socket buffer), and keep stays referenced until gRPC is done with them;
 // without keep the codec copies them into gRPC's send buffer first.
 func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int) error {
+	if maxMessage <= batchOverhead {
+		return fmt.Errorf("%w: a message of %d bytes cannot hold a record batch's metadata (%d bytes allowed for it)", errLimit, maxMessage, batchOverhead)
+	}
 	rb := l.rowBytes()
-	per := int64(maxMessage-messageOverhead) / rb
+	per := int64(maxMessage-batchOverhead) / rb
 	if per < 1 {
-		return fmt.Errorf("%w: a row of %d bytes does not fit in a message of %d", errLimit, rb, maxMessage)
+		return fmt.Errorf("%w: a row of %d bytes and a batch's metadata (%d bytes allowed for it) do not fit in a message of %d", errLimit, rb, batchOverhead, maxMessage)
 	}
 	schema := l.schema(column)
-	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep}
+	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep, max: maxMessage}
 	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(schema))
 	for from := int64(0); from < l.rows || from == 0; from += per {
 		n := min(per, l.rows-from)
@@ -238,6 +247,8 @@ type framePayloadWriter struct {
 	send  func(any) error
 	desc  *flight.FlightDescriptor
 	keep  *sending
+	max   int // the message limit
+	n     int // payloads written
 	parts partsWriter
 }
 
@@ -259,6 +270,21 @@ func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
 	if err := p.SerializeBody(&w.parts); err != nil {
 		return err
 	}
+	size := len(meta.Bytes()) + 3*(2+binary.MaxVarintLen64)
+	for _, b := range w.parts {
+		size += len(b)
+	}
+	if w.desc != nil {
+		size += proto.Size(w.desc)
+	}
+	if size > w.max {
+		kind := "record batch"
+		if w.n == 0 {
+			kind = "schema"
+		}
+		return fmt.Errorf("%w: the %s message's metadata, %d bytes with its values, does not fit in a message of %d", errLimit, kind, size, w.max)
+	}
+	w.n++
 	if sendHook != nil {
 		sendHook(w.parts)
 	}
