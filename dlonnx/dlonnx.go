@@ -355,14 +355,8 @@ func (r consumerRef) ReleaseTensor() { r.s.unref() }
 // gone.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	s := t.s
-	for {
-		n := s.refs.Load()
-		if n == 0 {
-			return dlpack.ErrClosed
-		}
-		if s.refs.CompareAndSwap(n, n+1) {
-			break
-		}
+	if !holdShare(&s.refs) {
+		return dlpack.ErrClosed
 	}
 	*d = dlpack.Description{DType: s.dtype, Shape: append([]int64(nil), s.shape...), Device: dlpack.CPUDevice, Owner: consumerRef{s}}
 	if s.nbytes > 0 {
@@ -377,3 +371,17 @@ func (t *Tensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 // DLPack implements dlpack.Producer with dlpack.Produce: the tensor's
 // memory without a copy unless req asks for one.
 func (t *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpack.Produce(t, req) }
+
+// holdShare takes one more share of a count that has not yet fallen to
+// zero: once the last share is gone, nothing may bring the memory back.
+func holdShare(refs *atomic.Int64) bool {
+	for {
+		n := refs.Load()
+		if n == 0 {
+			return false
+		}
+		if refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}

@@ -166,14 +166,8 @@ func (r outRef) ReleaseTensor() { r.s.unref() }
 // is gone.
 func (o *Output) DescribeTensor(d *dlpack.Description) error {
 	s := o.s
-	for {
-		n := s.refs.Load()
-		if n == 0 {
-			return dlpack.ErrClosed
-		}
-		if s.refs.CompareAndSwap(n, n+1) {
-			break
-		}
+	if !holdShare(&s.refs) {
+		return dlpack.ErrClosed
 	}
 	*d = dlpack.Description{DType: s.dtype, Shape: append([]int64(nil), s.shape...), Device: dlpack.CPUDevice, Owner: outRef{s}}
 	if s.nbytes > 0 {
