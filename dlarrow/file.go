@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/internal/fault"
+	"github.com/godlpack/dlpack/internal/filekind"
 )
 
 // File is an Arrow IPC file (Feather v2) read through a read-only memory
@@ -124,16 +125,7 @@ func OpenFile(path string) (*File, error) {
 	// Refused before the open: opening a named pipe blocks until a writer
 	// comes, and a directory or a device has nothing to map.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		kind := "a device"
-		switch m := st.Mode(); {
-		case m.IsDir():
-			kind = "a directory"
-		case m&os.ModeNamedPipe != 0:
-			kind = "a named pipe"
-		case m&os.ModeSocket != 0:
-			kind = "a socket"
-		}
-		return nil, &dlpack.FieldError{Field: "file", Value: path, Err: ErrFormat, Why: "not a regular file: " + kind}
+		return nil, &dlpack.FieldError{Field: "file", Value: path, Err: ErrFormat, Why: "not a regular file: " + filekind.Of(st.Mode())}
 	}
 	osf, err := os.Open(path)
 	if err != nil {

@@ -3,13 +3,13 @@ package tensorfile
 import (
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/filekind"
 )
 
 // Option changes how a file is opened.
@@ -139,19 +139,7 @@ func regular(path string) error {
 	if err != nil || st.Mode().IsRegular() {
 		return nil
 	}
-	m := st.Mode()
-	kind := m.Type().String()
-	switch {
-	case m.IsDir():
-		kind = "directory"
-	case m&fs.ModeNamedPipe != 0:
-		kind = "named pipe"
-	case m&fs.ModeSocket != 0:
-		kind = "socket"
-	case m&fs.ModeDevice != 0:
-		kind = "device"
-	}
-	return fieldErr(ErrFormat, "file", path, "not a regular file: a "+kind)
+	return fieldErr(ErrFormat, "file", path, "not a regular file: "+filekind.Of(st.Mode()))
 }
 
 // readPrefix reads the first min(n, size) bytes of fd.

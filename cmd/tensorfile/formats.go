@@ -12,6 +12,7 @@ import (
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlarrow"
+	"github.com/godlpack/dlpack/internal/filekind"
 	"github.com/godlpack/dlpack/tensorfile"
 )
 
@@ -99,18 +100,7 @@ func regular(path string) error {
 
 // notRegular is the error about a file of mode m, which is not regular.
 func notRegular(m fs.FileMode) error {
-	kind := "mode " + m.Type().String()
-	switch {
-	case m.IsDir():
-		kind = "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		kind = "a named pipe"
-	case m&fs.ModeSocket != 0:
-		kind = "a socket"
-	case m&fs.ModeDevice != 0:
-		kind = "a device"
-	}
-	return fmt.Errorf("not a regular file (%s)", kind)
+	return fmt.Errorf("not a regular file (%s)", filekind.Of(m))
 }
 
 // tensorSource is what both libraries' tensors are: a description of
