@@ -171,18 +171,8 @@ func dlgomlx_exports(i C.int) C.int64_t {
 //
 //export dlgomlx_take
 func dlgomlx_take(obj C.uintptr_t) C.int {
-	if !gomlxReady() {
-		return -1
-	}
-	f, err := pycapsule.Import(uintptr(obj))
-	if err != nil {
-		pycapsule.Raise(err)
-		return -1
-	}
-	t, err := dlgomlx.ToTensor(f, gomlxBackend)
-	f.Close()
-	if err != nil {
-		pycapsule.Raise(err)
+	t := gomlxImport(obj)
+	if t == nil {
 		return -1
 	}
 	t.MustFinalizeAll()
@@ -195,18 +185,8 @@ func dlgomlx_take(obj C.uintptr_t) C.int {
 //
 //export dlgomlx_put
 func dlgomlx_put(obj C.uintptr_t) C.int {
-	if !gomlxReady() {
-		return -1
-	}
-	f, err := pycapsule.Import(uintptr(obj))
-	if err != nil {
-		pycapsule.Raise(err)
-		return -1
-	}
-	t, err := dlgomlx.ToTensor(f, gomlxBackend)
-	f.Close()
-	if err != nil {
-		pycapsule.Raise(err)
+	t := gomlxImport(obj)
+	if t == nil {
 		return -1
 	}
 	gomlxResults = append(gomlxResults, t)
@@ -230,4 +210,24 @@ func dlgomlx_free() {
 		_ = dlgomlx.FinalizeAll(t)
 	}
 	gomlxResults = nil
+}
+
+// gomlxImport takes a Python object with __dlpack__ into a GoMLX tensor on
+// simplego (dlgomlx.ToTensor), or returns nil with the exception set.
+func gomlxImport(obj C.uintptr_t) *tensors.Tensor {
+	if !gomlxReady() {
+		return nil
+	}
+	f, err := pycapsule.Import(uintptr(obj))
+	if err != nil {
+		pycapsule.Raise(err)
+		return nil
+	}
+	t, err := dlgomlx.ToTensor(f, gomlxBackend)
+	f.Close()
+	if err != nil {
+		pycapsule.Raise(err)
+		return nil
+	}
+	return t
 }
