@@ -27,3 +27,64 @@ func TestMulCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactDims compares checkDims with NULL strides (the one-pass path
+// for dimensions and strides below 2^31) with the same shape given its
+// row-major strides (the general path), around the one-pass path's bounds:
+// the same shape and strides out, the same extent, the same errors.
+func TestCompactDims(t *testing.T) {
+	dims := []int64{0, 1, 2, 7, 1<<31 - 1, 1 << 31, 1 << 32, math.MaxInt64, -1, math.MinInt64}
+	var shapes [][]int64
+	for _, a := range dims {
+		shapes = append(shapes, []int64{a})
+		for _, b := range dims {
+			shapes = append(shapes, []int64{a, b}, []int64{b, 3, a}, []int64{65536, a, 32768, b})
+		}
+	}
+	shapes = append(shapes, nil, []int64{}, []int64{1 << 20, 1 << 20, 1 << 20}, []int64{46341, 46341})
+	fast := make([]int64, 8)
+	for _, shape := range shapes {
+		n := len(shape)
+		gotE, gotErr := checkDims(shape, nil, fast[:n], fast[n:2*n], "")
+		// The row-major strides, computed as the general path does; a
+		// shape whose strides overflow must fail on both paths.
+		strides := make([]int64, n)
+		acc, overflow := int64(1), false
+		for i := n - 1; i >= 0; i-- {
+			strides[i] = acc
+			var ok bool
+			if acc, ok = mulCheck(acc, max(shape[i], 1)); !ok {
+				overflow = true
+			}
+		}
+		numel, bad := int64(1), false
+		for _, d := range shape {
+			var ok bool
+			if numel, ok = mulCheck(numel, d); !ok || d < 0 {
+				bad = true
+			}
+		}
+		if wantErr := bad || overflow; (gotErr != nil) != wantErr {
+			t.Errorf("shape %v: error %v, want one: %v", shape, gotErr, wantErr)
+			continue
+		}
+		if gotErr != nil {
+			continue
+		}
+		slow := make([]int64, 8)
+		wantE, err := checkDims(shape, strides, slow[:n], slow[n:2*n], "")
+		if err != nil {
+			t.Errorf("shape %v: general path: %v", shape, err)
+			continue
+		}
+		if gotE != wantE {
+			t.Errorf("shape %v: extent %+v, want %+v", shape, gotE, wantE)
+		}
+		for i := 0; i < 2*n; i++ {
+			if fast[i] != slow[i] {
+				t.Errorf("shape %v: out %v, want %v", shape, fast[:2*n], slow[:2*n])
+				break
+			}
+		}
+	}
+}

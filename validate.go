@@ -76,6 +76,11 @@ func addCheck(a, b int64) (int64, bool) {
 func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (extent, error) {
 	n := len(shape)
 	outShape, outStrides = outShape[:n], outStrides[:n]
+	if strides == nil {
+		if e, ok := compactDims(shape, outShape, outStrides); ok {
+			return e, nil
+		}
+	}
 	e := extent{numel: 1}
 	for i, d := range shape {
 		if d < 0 {
@@ -128,6 +133,31 @@ func checkDims(shape, strides, outShape, outStrides []int64, prefix string) (ext
 		return extent{}, fieldErr(ErrOverflow, prefix+"strides", clone(outStrides), "extent overflows int64")
 	}
 	return e, nil
+}
+
+// compactDims is checkDims for NULL strides (compact row-major) when every
+// dimension and every stride is in [0, 2^31), which is nearly every tensor:
+// one pass, in which no product can overflow (each multiplies two numbers
+// below 2^31). For anything else (a negative or huge dimension) it reports
+// false, and the general path checks and names the error.
+func compactDims(shape, outShape, outStrides []int64) (extent, bool) {
+	acc, zero := int64(1), false
+	for i := len(shape) - 1; i >= 0; i-- {
+		d := shape[i]
+		if uint64(d)|uint64(acc) >= 1<<31 {
+			return extent{}, false
+		}
+		outShape[i], outStrides[i] = d, acc
+		if d == 0 {
+			zero = true // a stride steps over a dimension of 0 as over one of 1
+		} else {
+			acc *= d
+		}
+	}
+	if zero {
+		return extent{contiguous: true}, true
+	}
+	return extent{numel: acc, contiguous: true, maxOff: acc - 1}, true
 }
 
 // isRowMajor reports whether the layout is compact row-major (C order).
