@@ -69,6 +69,7 @@ type foreignState struct {
 	// owned false.
 	holds atomic.Int32
 	owned bool
+	spare uint8 // an Array's spareSlot: recycle keeps the state there
 	// Go-to-Go imports (From a Source): no managed struct, no deleter;
 	// owner is the Source's Owner, released at the end.
 	native   bool
@@ -356,7 +357,43 @@ func nextGen(w uint64) uint64 { return uint64(uint32(w>>2)+1)<<2 | stOpen }
 // references out of the state are dropped.
 func (s *foreignState) recycle() {
 	s.dropRefs()
+	if i := s.spare; i != 0 {
+		s.spare = 0
+		if spareStates[i-1].p.CompareAndSwap(nil, s) {
+			return
+		}
+	}
 	statePool.Put(s)
+}
+
+// spareStates keeps states of closed Go-to-Go imports of Arrays in front
+// of statePool: the state of a From goes, at Close, to the slot that the
+// From's goroutine picked, where that goroutine's next From takes it back.
+// A load and a CAS each way cost less than the pool's Get and Put (which
+// pin the P twice each); an empty or taken slot falls back to the pool.
+// The slot is picked by the address of the caller's stack (a Request on
+// it), so that goroutines mostly use different slots and no cache line
+// goes back and forth between them. The slots hold no references but the
+// states (dropRefs runs first): at most len(spareStates) idle states.
+var spareStates [64]struct {
+	p atomic.Pointer[foreignState]
+	_ [56]byte // one slot per cache line
+}
+
+// spareSlot returns the spareStates index, plus one, for a stack address
+// (goroutine stacks are at least 8 KiB apart, so the bits above 13 pick).
+func spareSlot(p unsafe.Pointer) uint8 {
+	return uint8(uint64(uintptr(p)>>13)*0x9E3779B97F4A7C15>>58) + 1
+}
+
+// spareState takes the state in slot i (from spareSlot), or one from the
+// pool.
+func spareState(i uint8) *foreignState {
+	slot := &spareStates[i-1].p
+	if s := slot.Load(); s != nil && slot.CompareAndSwap(s, nil) {
+		return s
+	}
+	return statePool.Get().(*foreignState)
 }
 
 // dropRefs drops the state's references out of itself (to an export of

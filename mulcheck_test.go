@@ -3,6 +3,7 @@ package dlpack
 import (
 	"math"
 	"math/big"
+	"reflect"
 	"testing"
 )
 
@@ -86,5 +87,40 @@ func TestCompactDims(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestCompactGeometry checks that compactGeometry, where it takes a
+// description, fills the checks exactly as checkGeometry does, and that it
+// leaves every description checkGeometry refuses to checkGeometry.
+func TestCompactGeometry(t *testing.T) {
+	shapes := [][]int64{nil, {}, {0}, {1}, {6}, {7}, {2, 3}, {3, 0, 2}, {1, 1, 6}, {2, 2, 2, 2, 2}, {-1, 2}, {1 << 31, 0}, {1, 2, 3, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 1, 1, 1}}
+	base := uintptr(1 << 20)
+	taken := 0
+	for _, shape := range shapes {
+		for _, elems := range []int64{0, 5, 6, 7, 64} {
+			for _, off := range []uintptr{0, 4, 16} {
+				for _, ro := range []bool{false, true} {
+					var fast, slow checked
+					fastDims, slowDims := make([]int64, 16), make([]int64, 16)
+					fast.dtype, slow.dtype = Float32, Float32
+					size := uintptr(elems)*4 + off
+					if !fast.compactGeometry(base, elems, off, shape, ro, fastDims) {
+						continue
+					}
+					taken++
+					if err := slow.checkGeometry(base, false, size, uint64(off), shape, nil, ro, slowDims); err != nil {
+						t.Errorf("shape %v, %d elements, offset %d: taken, but checkGeometry: %v", shape, elems, off, err)
+						continue
+					}
+					if !reflect.DeepEqual(fast, slow) {
+						t.Errorf("shape %v, %d elements, offset %d, read-only %v:\n got %+v\nwant %+v", shape, elems, off, ro, fast, slow)
+					}
+				}
+			}
+		}
+	}
+	if taken < 100 {
+		t.Fatalf("compactGeometry took only %d descriptions", taken)
 	}
 }

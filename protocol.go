@@ -356,6 +356,34 @@ func (c *checked) checkGeometry(base uintptr, cpuAddr bool, size uintptr, byteOf
 
 const maxInt64 = 1<<63 - 1
 
+// compactGeometry is checkGeometry for the commonest description, filling
+// c the same way: CPU memory at base, NULL strides, a shape that
+// compactDims takes, and elems elements from byteOffset on. It writes each
+// field once; for anything else (an error included) it reports false and
+// the caller takes checkGeometry.
+func (c *checked) compactGeometry(base uintptr, elems int64, byteOffset uintptr, shape []int64, readOnly bool, dims []int64) bool {
+	n := len(shape)
+	if 2*n > len(dims) {
+		return false
+	}
+	e, ok := compactDims(shape, dims[:n:n], dims[n:2*n:2*n])
+	if !ok || e.numel > elems {
+		return false
+	}
+	var flags Flags
+	if readOnly {
+		flags = FlagReadOnly
+	}
+	c.flags, c.version, c.legacy, c.offset, c.writable = flags, CurrentVersion, false, 0, !readOnly
+	c.ndim, c.extent = n, e
+	c.shape, c.strides = dims[:n:n], dims[n:2*n:2*n]
+	c.rawData, c.data = base, base
+	if e.numel > 0 {
+		c.data = base + byteOffset
+	}
+	return true
+}
+
 // hostReadable reports whether the CPU can read (and so copy) a described
 // tensor: its memory is given as Data, or it is an empty CPU tensor.
 func hostReadable(d *Description, c *checked) bool {
@@ -763,7 +791,8 @@ type goArray interface {
 // fromArray is From's path for an Array: fromSource without the
 // Description.
 func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
-	s := statePool.Get().(*foreignState)
+	slot := spareSlot(unsafe.Pointer(req))
+	s := spareState(slot)
 	data, err := a.describeInto(&s.c, s.dims[:])
 	var copyData bool
 	if err == nil {
@@ -787,7 +816,7 @@ func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
 	if s.c.numel > 0 {
 		s.goBase, s.goOff = unsafe.Add(data, s.c.data-s.c.rawData), 0
 	}
-	s.native, s.owned, s.owner = true, true, a
+	s.native, s.owned, s.owner, s.spare = true, true, a, slot
 	s.holds.Store(1)
 	return Foreign{s: s, own: nativeOwner, gen: s.gen()}, nil
 }
@@ -854,6 +883,9 @@ func (a *Array[T]) describeInto(c *checked, dims []int64) (unsafe.Pointer, error
 	size := unsafe.Sizeof(z)
 	data := unsafe.Pointer(unsafe.SliceData(a.Data))
 	c.dtype, c.device = DataTypeOf[T](), CPUDevice
+	if a.Strides == nil && c.compactGeometry(uintptr(data), int64(len(a.Data)-a.Offset), uintptr(a.Offset)*size, a.Shape, a.ReadOnly, dims) {
+		return data, nil
+	}
 	err := c.checkGeometry(uintptr(data), false, uintptr(len(a.Data))*size, uint64(a.Offset)*uint64(size), a.Shape, a.Strides, a.ReadOnly, dims)
 	return data, err
 }
