@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,18 @@ type entry struct {
 	// mapped: data lies in a file mapping (a tensorfile tensor, see
 	// mappedProducer), read only through a guarded copy.
 	mapped bool
+	// wire: the schema and its IPC message, made at the first DoGet.
+	wire atomic.Pointer[wireSchema]
+}
+
+// wireFor returns the entry's schema message for a column named name.
+func (e *entry) wireFor(name string) *wireSchema {
+	if ws := e.wire.Load(); ws != nil && ws.column == name {
+		return ws
+	}
+	ws := e.l.wire(name)
+	e.wire.Store(ws)
+	return ws
 }
 
 // mappedProducer is a producer that can tell whether its tensor is a view
@@ -155,6 +168,7 @@ func NewServer(opts Options) *Server {
 		grpc.InitialConnWindowSize(connWindow),
 		grpc.ReadBufferSize(rbuf),
 		grpc.WriteBufferSize(wbuf),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
@@ -452,11 +466,12 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
-	sd := newSending(e)
-	err = send(stream.SendMsg, nil, name, e.l, e.data, sd, s.opts.MaxMessageBytes)
-	if err == nil {
-		sd.wait(stream.Context())
-	}
+	// Each message gRPC holds keeps its own hold on the tensor, dropped
+	// when gRPC's writer frees it, which it does before it writes the
+	// call's status: the call need not wait for it (a handoff between
+	// goroutines saved), and a peer still sees the call end only after
+	// the server is done with the tensor's bytes.
+	err = send(stream.SendMsg, nil, name, e.l, e.data, newSending(e), s.opts.MaxMessageBytes, e.wireFor(name))
 	return statusOf(err)
 }
 

@@ -1,6 +1,7 @@
 package dlflight
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -213,7 +214,7 @@ const batchOverhead = 512
 // the values to gRPC without a copy (gRPC's writer copies them into its
 // socket buffer), and keep stays referenced until gRPC is done with them;
 // without keep the codec copies them into gRPC's send buffer first.
-func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int) error {
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int, wire *wireSchema) error {
 	if maxMessage <= batchOverhead {
 		return fmt.Errorf("%w: a message of %d bytes cannot hold a record batch's metadata (%d bytes allowed for it)", errLimit, maxMessage, batchOverhead)
 	}
@@ -222,23 +223,55 @@ func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string,
 	if per < 1 {
 		return fmt.Errorf("%w: a row of %d bytes and a batch's metadata (%d bytes allowed for it) do not fit in a message of %d", errLimit, rb, batchOverhead, maxMessage)
 	}
-	schema := l.schema(column)
+	ws := wire
+	if ws == nil || ws.column != column {
+		ws = l.wire(column)
+	}
 	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep, max: maxMessage}
-	w := ipc.NewWriterWithPayloadWriter(pw, ipc.WithSchema(schema))
+	// The stream is what an ipc.Writer would write (the schema message,
+	// then one message per batch; Flight has no end-of-stream marker),
+	// with the schema's message made once per tensor rather than once per
+	// call: its flatbuffer was a tenth of a DoGet's CPU at 1 MiB.
+	if err := pw.writeFrame(ws.meta, nil); err != nil {
+		return err
+	}
 	for from := int64(0); from < l.rows || from == 0; from += per {
 		n := min(per, l.rows-from)
-		rec := l.batch(schema, data, from, n)
-		err := w.Write(rec)
+		rec := l.batch(ws.schema, data, from, n)
+		p, err := ipc.GetRecordBatchPayload(rec)
 		rec.Release()
+		if err == nil {
+			err = pw.WritePayload(p)
+			p.Release()
+		}
 		if err != nil {
-			w.Close()
 			return err
 		}
 		if l.rows == 0 {
 			break
 		}
 	}
-	return w.Close()
+	return nil
+}
+
+// wireSchema is a tensor's schema and its IPC message, made once: the
+// schema names the column, so it is made for one name.
+type wireSchema struct {
+	column string
+	schema *arrow.Schema
+	meta   []byte
+}
+
+// wire makes the schema of l's tensor in a column named column, and its
+// IPC message.
+func (l layout) wire(column string) *wireSchema {
+	schema := l.schema(column)
+	p := ipc.GetSchemaPayload(schema, memory.DefaultAllocator)
+	meta := p.Meta()
+	ws := &wireSchema{column: column, schema: schema, meta: bytes.Clone(meta.Bytes())}
+	meta.Release()
+	p.Release()
+	return ws
 }
 
 // framePayloadWriter turns IPC payloads into outFrames whose body parts are
@@ -270,8 +303,13 @@ func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
 	if err := p.SerializeBody(&w.parts); err != nil {
 		return err
 	}
-	size := len(meta.Bytes()) + 3*(2+binary.MaxVarintLen64)
-	for _, b := range w.parts {
+	return w.writeFrame(meta.Bytes(), w.parts)
+}
+
+// writeFrame sends one IPC message: its metadata (header) and body parts.
+func (w *framePayloadWriter) writeFrame(header []byte, parts [][]byte) error {
+	size := len(header) + 3*(2+binary.MaxVarintLen64)
+	for _, b := range parts {
 		size += len(b)
 	}
 	if w.desc != nil {
@@ -286,9 +324,9 @@ func (w *framePayloadWriter) WritePayload(p ipc.Payload) error {
 	}
 	w.n++
 	if sendHook != nil {
-		sendHook(w.parts)
+		sendHook(parts)
 	}
-	f := &outFrame{desc: w.desc, header: meta.Bytes(), body: w.parts, keep: w.keep}
+	f := &outFrame{desc: w.desc, header: header, body: parts, keep: w.keep}
 	if w.keep != nil && w.keep.e.mapped {
 		f.keep, f.guard = nil, w.keep.e.data
 	}
