@@ -156,12 +156,14 @@ GODLPACK_LIB="$PWD/.build/libgodlpack.so" PYTHONPATH="$PWD/examples/python" OPEN
 	.venv-bench/bin/python bench/exchange_compare.py
 
 # Arrow Flight (package dlflight) on loopback, against pyarrow.flight, and
-# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). Each
-# row is the best of single fetches on one connection after a warm-up, as
-# many as flight.py times pyarrow's: 20, 5 and 3 for 1, 64 and 256 MiB
-# (BenchmarkFlightGet's best-MB/s); memcpy the best of 3 runs of 5 copies.
+# the shared-file alternative (tensorfile.CreateNPY on /dev/shm). Each row
+# is the median of single fetches on one warm connection. The two
+# pyarrow.flight-client rows are timed in interleaved rounds (flight.py
+# pair: both servers in turn, every round), so that they meet the same
+# load; Go to Go runs as many fetches (BenchmarkFlightGet's
+# median-MB/s). memcpy is the best of 3 runs of 5 copies.
 echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm" >&2
-flgo=$(for sc in 1MiB:20 64MiB:5 256MiB:3; do
+flgo=$(for sc in 1MiB:600 64MiB:20 256MiB:6; do
 	go test -run '^$' -bench "^BenchmarkFlightGet\$/^${sc%:*}\$" -benchtime "${sc#*:}x" ./dlflight
 done)
 flgo+=$'\n'$(go test -run '^$' -bench '^BenchmarkMemcpy$' -benchtime 5x -count 3 ./dlflight)
@@ -169,28 +171,39 @@ go build -o .build/flightserve ./bench/flightserve >&2
 shm=/dev/shm/dlflight-bench-$$.npy
 coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
 read -r flport <&"${FLIGHTSERVE[0]}"
-flpy=$(.venv-bench/bin/python bench/flight.py go "$flport"; .venv-bench/bin/python bench/flight.py shm "$shm" "$flport")
+flpy=$(.venv-bench/bin/python bench/flight.py pair "$flport"; .venv-bench/bin/python bench/flight.py shm "$shm" "$flport")
 exec {FLIGHTSERVE[1]}>&-
 wait "$FLIGHTSERVE_PID" || true
 rm -f "$shm"
-flpy+=$'\n'$(.venv-bench/bin/python bench/flight.py py)
-flgobps() { # benchmark [unit] -> bytes/s (best of the run)
+flgobps() { # benchmark [unit] -> bytes/s (the best of the run's values)
 	echo "$flgo" | awk -v n="Benchmark$1-" -v u="${2:-MB/s}" 'index($1, n) == 1 { for (i = 2; i <= NF; i++) if ($(i + 1) == u) printf "%.0f\n", $i * 1e6 }' | sort -g | tail -1
 }
 flpys() { echo "$flpy" | awk -v n="$1" '$1 == n { print $2 }'; }
 echo
-echo "| float32 tensor | path | GB/s | × memcpy | × pyarrow→pyarrow |"
+echo "| float32 tensor | path | GB/s (median fetch) | × memcpy | × pyarrow→pyarrow |"
 echo "|---|---|---|---|---|"
+fltargets=""
 for size in 1MiB 64MiB 256MiB; do
 	bytes=$(( ${size%MiB} * 1048576 ))
 	mc=$(flgobps "Memcpy/$size")
 	pp=$(echo "$bytes / $(flpys "py-server/$size")" | bc -l)
+	gg=$(flgobps "FlightGet/$size" median-MB/s)
+	gp=$(echo "$bytes / $(flpys "go-server/$size")" | bc -l)
 	flrow() { printf '| %s | %s | %.2f | %.3f | %.2f |\n' "$size" "$1" "$(echo "$2 / 1000000000" | bc -l)" "$(echo "$2 / $mc" | bc -l)" "$(echo "$2 / $pp" | bc -l)"; }
-	flrow "Go server → Go client (dlflight, one process)" "$(flgobps "FlightGet/$size" best-MB/s)"
-	flrow "Go server → pyarrow.flight client" "$(echo "$bytes / $(flpys "go-server/$size")" | bc -l)"
+	flrow "Go server → Go client (dlflight, one process)" "$gg"
+	flrow "Go server → pyarrow.flight client" "$gp"
 	flrow "pyarrow.flight server → pyarrow.flight client" "$pp"
 	flrow "memcpy of the same bytes (Go copy)" "$mc"
+	for row in "Go server → Go client:$gg" "Go server → pyarrow.flight client:$gp"; do
+		r=$(echo "${row#*:} / $pp" | bc -l)
+		met=missed
+		if [ "$(echo "$r >= 1" | bc -l)" = 1 ]; then met=met; fi
+		fltargets+=$(printf -- '- target: %s, %s, at least as fast as pyarrow→pyarrow: %.2f× (limit 1×): **%s**' "$size" "${row%%:*}" "$r" "$met")$'\n'
+	done
 done
+echo
+echo "Targets (medians of the rows above):"
+printf '%s' "$fltargets"
 echo
 echo "| 256 MiB float32, Go wrote it, Python sums it | seconds (best of 3) |"
 echo "|---|---|"

@@ -1,14 +1,17 @@
 """make compare's Flight rows, the Python side.
 
-flight.py go PORT: time pyarrow.flight DoGet of the Go server's 1, 64 and
-    256 MiB float32 tensors (do_get + read_all + to_numpy_ndarray).
-flight.py py: the same against a pyarrow.flight server of the same
-    tensors in another process (started here).
+flight.py pair PORT: time pyarrow.flight DoGet (do_get + read_all +
+    to_numpy_ndarray) of the 1, 64 and 256 MiB float32 tensors from the Go
+    server on PORT and from a pyarrow.flight server of the same tensors in
+    another process (started here), in interleaved rounds: each round
+    fetches from both servers in turn (which goes first alternates), so
+    that both meet the same load. Prints the median fetch of each.
 flight.py serve: that server (prints its port, stops on stdin EOF).
 flight.py shm PATH PORT: the shared-file row: np.load(PATH, mmap_mode="r")
     + sum, against the same 256 MiB over Flight from the Go server + sum.
-Prints "name seconds" lines (the best of a few runs).
+Prints "name seconds" lines.
 """
+import statistics
 import subprocess
 import sys
 import threading
@@ -19,7 +22,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 SIZES = [("1MiB", 256), ("64MiB", 256 * 64), ("256MiB", 256 * 256)]
-RUNS = {"1MiB": 20, "64MiB": 5, "256MiB": 3}
+# rounds, and fetches from each server per round
+ROUNDS = {"1MiB": (30, 20), "64MiB": (10, 2), "256MiB": (6, 1)}
 
 
 def fetch(c, name):
@@ -27,12 +31,19 @@ def fetch(c, name):
     return t.column(0).combine_chunks().to_numpy_ndarray()
 
 
-def timeget(port, tag):
-    c = flight.connect("grpc://127.0.0.1:%d" % port)
-    for name, rows in SIZES:
-        fetch(c, name)  # warm
-        best = min(_time(lambda: fetch(c, name)) for _ in range(RUNS[name]))
-        print("%s/%s %.6f" % (tag, name, best), flush=True)
+def timepair(goport, pyport):
+    cs = {"go-server": flight.connect("grpc://127.0.0.1:%d" % goport),
+          "py-server": flight.connect("grpc://127.0.0.1:%d" % pyport)}
+    for name, _ in SIZES:
+        ts = {k: [] for k in cs}
+        for k, c in cs.items():
+            fetch(c, name)  # warm
+        rounds, per = ROUNDS[name]
+        for r in range(rounds):
+            for k in sorted(cs, reverse=r % 2 == 1):
+                ts[k] += [_time(lambda: fetch(cs[k], name)) for _ in range(per)]
+        for k in cs:
+            print("%s/%s %.6f" % (k, name, statistics.median(ts[k])), flush=True)
 
 
 def _time(fn):
@@ -55,27 +66,23 @@ class Server(flight.FlightServerBase):
 
 def main():
     mode = sys.argv[1]
-    if mode == "go":
-        timeget(int(sys.argv[2]), "go-server")
-    elif mode == "serve":
+    if mode == "serve":
         s = Server(location="grpc://127.0.0.1:0")
         print(s.port, flush=True)
         threading.Thread(target=s.serve, daemon=True).start()
         sys.stdin.read()
         s.shutdown()
-    elif mode == "py":
+    elif mode == "pair":
         p = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         port = int(p.stdout.readline())
         try:
-            timeget(port, "py-server")
+            timepair(int(sys.argv[2]), port)
         finally:
             p.stdin.close()
             p.wait()
     elif mode == "shm":
         path, port = sys.argv[2], int(sys.argv[3])
-        want = None
         def viafile():
-            global total
             a = np.load(path, mmap_mode="r")
             return float(a.sum(dtype=np.float64))
         c = flight.connect("grpc://127.0.0.1:%d" % port)

@@ -48,7 +48,12 @@
 // 64-byte aligned buffer of the allocator (protobuf-go would first gather
 // the frames into one buffer and then copy the body again, to an address
 // of no particular alignment), and the record batch and the Tensor share
-// that buffer: no copy after gRPC hands over the message. A tensor split
+// that buffer: no copy after gRPC hands over the message. By default a
+// body of 1 MiB or more reuses a buffer that an earlier body of about its
+// size left at its tensor's last Release (see ClientOptions.Allocator):
+// fresh memory for every large tensor would be faulted in page by page
+// during that copy, which cost more than the copy (C++ allocators, and so
+// pyarrow, reuse freed memory the same way). A tensor split
 // over several batches is copied once more, into one buffer. Values a peer
 // placed off a 64-byte boundary inside the body are never shared by
 // chance: Tensor.DLPack copies them explicitly (FlagIsCopied), as JAX

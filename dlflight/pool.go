@@ -1,7 +1,11 @@
 package dlflight
 
 import (
+	"math/bits"
 	"sync"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"google.golang.org/grpc/mem"
 )
@@ -39,3 +43,73 @@ func (p *framePool) Put(b *[]byte) {
 	}
 	p.frames.Put(b)
 }
+
+// bodyAllocator is the default Allocator of received bodies. A body is
+// copied once, from gRPC's frames into its buffer, and a fresh buffer of
+// a large tensor is memory the kernel has to fault in (or the runtime to
+// clear) page by page as that copy first touches it: for 256 MiB that cost
+// more than the copy itself, and C++ allocators (pyarrow's) avoid it by
+// reusing freed memory. Bodies under pooledBodyBytes come from
+// memory.DefaultAllocator; larger ones are kept when freed (a tensor's
+// last Release) for the next body of their size class, in sync.Pools that
+// the garbage collector empties when they go unused for two cycles.
+// Memory from it is 64-byte aligned and not cleared: every received body
+// is written whole before it is read.
+type bodyAllocator struct {
+	classes sync.Map // size class -> *sync.Pool of *[]byte, 64-byte aligned
+}
+
+// pooledBodyBytes is the smallest body the allocator pools.
+const pooledBodyBytes = 1 << 20
+
+var bodies = &bodyAllocator{}
+
+// bodyClass rounds n up to a size class: eight classes per power of two,
+// so that a buffer is at most 12.5% larger than the body.
+func bodyClass(n int) int {
+	step := 1 << (bits.Len(uint(n-1)) - 4) // a sixteenth of the power of two at or above n (n >= 2^20)
+	return (n + step - 1) / step * step
+}
+
+func (a *bodyAllocator) pool(class int) *sync.Pool {
+	if p, ok := a.classes.Load(class); ok {
+		return p.(*sync.Pool)
+	}
+	p, _ := a.classes.LoadOrStore(class, new(sync.Pool))
+	return p.(*sync.Pool)
+}
+
+func (a *bodyAllocator) Allocate(n int) []byte {
+	if n < pooledBodyBytes {
+		return memory.DefaultAllocator.Allocate(n)
+	}
+	class := bodyClass(n)
+	if b, ok := a.pool(class).Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	raw := make([]byte, class+bodyAlign)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw))) & (bodyAlign - 1))
+	return raw[off : off+n : off+class]
+}
+
+func (a *bodyAllocator) Reallocate(n int, b []byte) []byte {
+	if n <= cap(b) && (n < pooledBodyBytes) == (cap(b) < pooledBodyBytes) {
+		return b[:n]
+	}
+	nb := a.Allocate(n)
+	copy(nb, b)
+	a.Free(b)
+	return nb
+}
+
+func (a *bodyAllocator) Free(b []byte) {
+	if cap(b) < pooledBodyBytes || cap(b) != bodyClass(cap(b)) {
+		return // the default allocator's, which the collector frees
+	}
+	b = b[:cap(b)]
+	a.pool(cap(b)).Put(&b)
+}
+
+// bodyAlign is the alignment of received bodies: every consumer's (JAX
+// needs 64 bytes).
+const bodyAlign = 64

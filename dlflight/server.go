@@ -84,7 +84,7 @@ type Options struct {
 	// codes.ResourceExhausted beyond it. Zero: no bound.
 	MaxPutBytes int64
 	// Allocator allocates the bodies of received messages (aligned to
-	// 64 bytes); memory.DefaultAllocator when nil.
+	// 64 bytes); when nil, as for ClientOptions.Allocator.
 	Allocator memory.Allocator
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
@@ -155,7 +155,7 @@ func NewServer(opts Options) *Server {
 		opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if opts.Allocator == nil {
-		opts.Allocator = memory.DefaultAllocator
+		opts.Allocator = bodies
 	}
 	s := &Server{opts: opts, tensors: map[string]*entry{}}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
