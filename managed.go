@@ -121,25 +121,22 @@ func (exportCount) Load() int64 {
 	return n
 }
 
-var (
-	records   [recordShards]recordShard
-	nextShard atomic.Uint32
-	// shardTokens hands out shard numbers, round-robin when a P has none.
-	shardTokens = sync.Pool{New: func() any {
-		n := int(nextShard.Add(1) % recordShards)
-		return &n
-	}}
-)
+var records [recordShards]recordShard
 
-func shard() (*recordShard, *int) {
-	tok := shardTokens.Get().(*int)
-	return &records[*tok], tok
+// shard returns the shard of the calling goroutine, picked by the address
+// of its stack (goroutine stacks are at least 8 KiB apart): a goroutine
+// that exports again finds the record it released in its own shard, and
+// goroutines running at once mostly use different shards. sp is the
+// address of a variable on the caller's stack.
+func shard(sp unsafe.Pointer) int {
+	return int(uint64(uintptr(sp)>>13) * 0x9E3779B97F4A7C15 >> 60 % recordShards)
 }
 
 func getRecord() *exportRecord {
-	s, tok := shard()
+	var sp byte
+	i := shard(unsafe.Pointer(&sp))
+	s := &records[i]
 	if rec := s.hot.Swap(nil); rec != nil {
-		shardTokens.Put(tok)
 		return rec
 	}
 	s.mu.Lock()
@@ -147,12 +144,10 @@ func getRecord() *exportRecord {
 		rec := s.free[n-1]
 		s.free = s.free[:n-1]
 		s.mu.Unlock()
-		shardTokens.Put(tok)
 		return rec
 	}
 	s.mu.Unlock()
-	shardTokens.Put(tok)
-	rec := &exportRecord{shard: uint8(*tok)}
+	rec := &exportRecord{shard: uint8(i)}
 	if newHandle(rec) == 0 {
 		return nil // every handle is taken: as out of memory
 	}
