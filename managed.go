@@ -333,8 +333,8 @@ type plan struct {
 // planExport checks shape and options against a buffer of n elements and
 // writes the shape and strides to out, which has room for 2*len(shape)
 // entries (len(shape) <= MaxNDim is checked by the caller).
-func planExport(n int, shape []int64, opts []ExportOption, legacy bool, out []int64) (plan, error) {
-	p := plan{ndim: len(shape)}
+func planExport(p *plan, n int, shape []int64, opts []ExportOption, legacy bool, out []int64) error {
+	*p = plan{ndim: len(shape)}
 	var strides []int64
 	for _, o := range opts {
 		switch o.kind {
@@ -353,28 +353,28 @@ func planExport(n int, shape []int64, opts []ExportOption, legacy bool, out []in
 		}
 	}
 	if strides != nil && len(strides) != len(shape) {
-		return p, fieldErr(ErrStrides, "strides", clone(strides), "want "+strconv.Itoa(len(shape))+" strides for the shape")
+		return fieldErr(ErrStrides, "strides", clone(strides), "want "+strconv.Itoa(len(shape))+" strides for the shape")
 	}
 	if legacy && p.flags&FlagReadOnly != 0 {
-		return p, fieldErr(ErrReadOnly, "flags", FlagReadOnly, "legacy tensors cannot signal read-only; export versioned")
+		return fieldErr(ErrReadOnly, "flags", FlagReadOnly, "legacy tensors cannot signal read-only; export versioned")
 	}
 	nd := p.ndim
 	outStrides := out[nd : 2*nd : 2*nd]
 	var err error
 	if p.extent, err = checkDims(shape, strides, out[:nd:nd], outStrides, ""); err != nil {
-		return p, err
+		return err
 	}
 	if p.numel > 0 {
 		lo, loOK := addCheck(int64(p.first), p.minOff)
 		hi, hiOK := addCheck(int64(p.first), p.maxOff)
 		if p.first < 0 || !loOK || !hiOK || lo < 0 || hi >= int64(n) {
-			return p, fieldErr(ErrShape, "shape", clone(shape),
+			return fieldErr(ErrShape, "shape", clone(shape),
 				"with strides "+formatInts(outStrides)+" and offset "+strconv.Itoa(p.first)+
 					" the tensor reaches elements "+strconv.FormatInt(lo, 10)+".."+strconv.FormatInt(hi, 10)+
 					" of a slice of length "+strconv.Itoa(n))
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func formatInts(v []int64) string {
@@ -487,7 +487,8 @@ func exportGo(base unsafe.Pointer, n, capBytes uintptr, elemSize uintptr, dt Dat
 	if block == nil {
 		return nil, ErrNoMemory
 	}
-	p, err := planExport(int(n), shape, opts, legacy, blockDims(block, legacy, nd))
+	var p plan
+	err := planExport(&p, int(n), shape, opts, legacy, blockDims(block, legacy, nd))
 	if err != nil {
 		if oneOff {
 			cFree(block)
@@ -637,7 +638,8 @@ func (b *Buffer[T]) export(shape []int64, opts []ExportOption, legacy bool) (uns
 	if block == nil {
 		return nil, ErrNoMemory
 	}
-	p, err := planExport(len(b.data), shape, opts, legacy, blockDims(block, legacy, len(shape)))
+	var p plan
+	err := planExport(&p, len(b.data), shape, opts, legacy, blockDims(block, legacy, len(shape)))
 	if err != nil {
 		cFree(block)
 		return nil, err
