@@ -25,7 +25,7 @@ go build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlp
 cargo build -q --release --manifest-path bench/dlpark/Cargo.toml >&2
 
 echo "== measuring (Go benchmarks x$COUNT, then NumPy)" >&2
-gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo|ProtocolGoToGo|ProtocolProduce)$' -count "$COUNT" .)
+gobench=$(go test -run '^$' -bench '^Benchmark(CFloor|ImportClose|ImportCloseLegacy|SafetyNet|BorrowSlice|BorrowBatch|ExportRelease|ExportReleaseWarmCThread|BufferExportReleaseWarmCThread|GoToGo|ProtocolGoToGo|ProtocolProduce)$' -count "$COUNT" .)
 gobench+=$'\n'$(go test -run '^$' -bench '^BenchmarkArrowProduce$' -count "$COUNT" ./dlarrow)
 numpy_ns=$(.venv-bench/bin/python bench/numpy_roundtrip.py)
 # The targets compare two measurements each (a Go path and the C floor,
@@ -37,7 +37,7 @@ go test -c -o .build/dlpack.test . >&2
 go test -c -o .build/dlarrow.test ./dlarrow >&2
 rounds=""
 for _ in $(seq "$COUNT"); do
-	rounds+=$(.build/dlpack.test -test.run '^$' -test.bench '^Benchmark(CFloor|ExportRelease|ImportClose|ProtocolGoToGo)$' |
+	rounds+=$(.build/dlpack.test -test.run '^$' -test.bench '^Benchmark(CFloor|ExportRelease|ImportClose|SafetyNet|ProtocolGoToGo)$' |
 		awk '/^Benchmark/ { sub(/-[0-9]+$/, "", $1); print $1, $3 }')$'\n'
 	rounds+="dlpark $(bench/dlpark/target/release/dlpark-roundtrip)"$'\n'
 	rounds+=$(.build/dlarrow.test -test.run '^$' -test.bench '^BenchmarkArrowProduce$' |
@@ -65,6 +65,7 @@ row "Go: Borrow (scoped import)" "C produces; Go validates, views as []float32, 
 row "Go: BorrowBatch, 64 per call" "C produces 64 per call; Go validates and views each, releases all in one call (per tensor)" "$(median BorrowBatch)"
 row "Go: Import + Close (owned)" "as above with the owned import and its cleanup safety net" "$(median ImportClose)"
 row "Go: ImportLegacy + Close" "the same for a legacy tensor with NULL strides" "$(median ImportCloseLegacy)"
+row "Go runtime: the safety net alone" "what Import + Close spend on it: a 16-byte owner, runtime.AddCleanup, Cleanup.Stop (no tensor)" "$(median SafetyNet)"
 row "Go: Export + C release" "Go lends a slice; C reads the header and calls the deleter" "$(median ExportRelease)"
 row "Go: Export + release on a warm C thread" "the deleter runs on a thread created in C" "$(median ExportReleaseWarmCThread)"
 row "Go: Buffer export + release on a warm C thread" "the same for C-heap memory: the deleter is pure C" "$(median BufferExportReleaseWarmCThread)"
@@ -90,6 +91,10 @@ echo
 status "protocol Go → Go (From) at or under Rust dlpark's round trip" "$(round BenchmarkProtocolGoToGo)" "$dlpark_ns" 1.0 0
 status "Export + C release at most 15× the C floor" "$(round BenchmarkExportRelease)" "$(round BenchmarkCFloor)" 15 0
 status "owned Import + Close at most 20× the C floor" "$(round BenchmarkImportClose)" "$(round BenchmarkCFloor)" 20 0
+net=$(round BenchmarkSafetyNet)
+printf -- '  - of which the safety net (AddCleanup + Stop, measured alone in the same rounds): %.1f ns = %.1f× the floor; Import + Close without it: %.1f ns = %.2f× (limit 20×)\n' \
+	"$net" "$(echo "$net / $(round BenchmarkCFloor)" | bc -l)" "$(echo "$(round BenchmarkImportClose) - $net" | bc -l)" \
+	"$(echo "($(round BenchmarkImportClose) - $net) / $(round BenchmarkCFloor)" | bc -l)"
 status "an Arrow column handed to C faster than pyarrow's np.from_dlpack(a)" "$(round BenchmarkArrowProduce)" "$pyarrow_ns" 1.0 1
 
 # Tensor files (package tensorfile): open a file and take every tensor in
