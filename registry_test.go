@@ -9,9 +9,14 @@ import (
 	"unsafe"
 )
 
+// handleGen is what the C deleter of an export passes back: the handle and
+// generation in its block's prefix, and the block, here always the
+// record's own (nil until a real export gave the record one), as for an
+// export of up to keptNDim dimensions.
 type handleGen struct {
-	h   uintptr
-	gen uint64
+	h     uintptr
+	gen   uint64
+	block unsafe.Pointer
 }
 
 // TestRegistryConcurrencyPureGo drives the export registry (handles,
@@ -38,7 +43,7 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 				rec.pinner.Pin(base)
 				rec.base, rec.size = base, 64
 				goExports.add(rec, 1)
-				exports <- handleGen{rec.handle, rec.gen.Load()}
+				exports <- handleGen{rec.handle, rec.gen.Load(), rec.block}
 			}
 		}()
 	}
@@ -48,16 +53,16 @@ func TestRegistryConcurrencyPureGo(t *testing.T) {
 		go func() {
 			defer released.Done()
 			for e := range exports {
-				releaseExport(e.h, e.gen, nil)
+				releaseExport(e.h, e.gen, e.block)
 				if e.h%7 == 0 {
-					releaseExport(e.h, e.gen, nil) // a second deleter call: refused, counted
+					releaseExport(e.h, e.gen, e.block) // a second deleter call: refused, counted
 					doubles.Add(1)
 				}
 				if e.h%11 == 0 { // two more, racing each other: both refused
 					var w sync.WaitGroup
 					for k := 0; k < 2; k++ {
 						w.Add(1)
-						go func() { defer w.Done(); releaseExport(e.h, e.gen, nil) }()
+						go func() { defer w.Done(); releaseExport(e.h, e.gen, e.block) }()
 					}
 					w.Wait()
 					doubles.Add(2)
@@ -82,22 +87,22 @@ func TestStaleReleaseOfRecycledRecord(t *testing.T) {
 	rec := getRecord()
 	rec.pinner.Pin(unsafe.Pointer(&data[0]))
 	goExports.add(rec, 1)
-	old := handleGen{rec.handle, rec.gen.Load()}
-	releaseExport(old.h, old.gen, nil)
+	old := handleGen{rec.handle, rec.gen.Load(), rec.block}
+	releaseExport(old.h, old.gen, old.block)
 
 	rec2 := getRecord() // likely the same record, with a new generation
 	rec2.pinner.Pin(unsafe.Pointer(&data[0]))
 	rec2.base, rec2.size = unsafe.Pointer(&data[0]), 32
 	goExports.add(rec2, 1)
 	bad := atomic.LoadInt64(badReleases)
-	releaseExport(old.h, old.gen, nil)
+	releaseExport(old.h, old.gen, old.block)
 	if atomic.LoadInt64(badReleases) != bad+1 {
 		t.Fatal("a stale release was not refused")
 	}
 	if rec2.base == nil {
 		t.Fatal("the new export was released by a stale call")
 	}
-	releaseExport(rec2.handle, rec2.gen.Load(), nil)
+	releaseExport(rec2.handle, rec2.gen.Load(), rec2.block)
 	if atomic.LoadInt64(badReleases) != bad+1 {
 		t.Fatal("the live release was refused")
 	}
