@@ -355,12 +355,20 @@ func (r consumerRef) ReleaseTensor() { r.s.unref() }
 // gone.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	s := t.s
-	if !holdShare(&s.refs) {
+	return describeShare(d, &s.refs, consumerRef{s}, s.dtype, s.shape, s.data, s.nbytes)
+}
+
+// describeShare fills d with compact row-major CPU memory (data, nbytes)
+// for one more consumer, whose share of refs owner drops at its release;
+// dlpack.ErrClosed once the last share is gone. Tensor and Output both
+// describe themselves with it.
+func describeShare(d *dlpack.Description, refs *atomic.Int64, owner dlpack.Releaser, dt dlpack.DataType, shape []int64, data unsafe.Pointer, nbytes uintptr) error {
+	if !holdShare(refs) {
 		return dlpack.ErrClosed
 	}
-	*d = dlpack.Description{DType: s.dtype, Shape: append([]int64(nil), s.shape...), Device: dlpack.CPUDevice, Owner: consumerRef{s}}
-	if s.nbytes > 0 {
-		d.Data, d.Size = s.data, s.nbytes
+	*d = dlpack.Description{DType: dt, Shape: append([]int64(nil), shape...), Device: dlpack.CPUDevice, Owner: owner}
+	if nbytes > 0 {
+		d.Data, d.Size = data, nbytes
 	}
 	return nil
 }

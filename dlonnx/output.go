@@ -166,14 +166,7 @@ func (r outRef) ReleaseTensor() { r.s.unref() }
 // is gone.
 func (o *Output) DescribeTensor(d *dlpack.Description) error {
 	s := o.s
-	if !holdShare(&s.refs) {
-		return dlpack.ErrClosed
-	}
-	*d = dlpack.Description{DType: s.dtype, Shape: append([]int64(nil), s.shape...), Device: dlpack.CPUDevice, Owner: outRef{s}}
-	if s.nbytes > 0 {
-		d.Data, d.Size = s.data, s.nbytes
-	}
-	return nil
+	return describeShare(d, &s.refs, outRef{s}, s.dtype, s.shape, s.data, s.nbytes)
 }
 
 // DLPackDevice implements dlpack.Producer: the CPU.
