@@ -19,40 +19,30 @@ primitive columns are 1-d; columns of several batches are named
 "name[batch]"; columns that are not numbers are left out.
 """
 import hashlib
+import importlib.util
 import json
 import os
 import sys
 
-import ml_dtypes
 import numpy as np
 import pyarrow as pa
 import safetensors
 import safetensors.numpy
 
-NPY_DTYPES = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8",
-              "<f2", "<f4", "<f8", "<c8", "<c16"]
-ST_DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-             np.float16, np.float32, np.float64, np.complex64, ml_dtypes.bfloat16,
-             ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, ml_dtypes.float8_e8m0fnu]
-ST_NAMES = {"BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16,
-            "I32": np.int32, "U32": np.uint32, "I64": np.int64, "U64": np.uint64,
-            "F16": np.float16, "F32": np.float32, "F64": np.float64, "C64": np.complex64,
-            "BF16": ml_dtypes.bfloat16, "F8_E4M3": ml_dtypes.float8_e4m3fn,
-            "F8_E5M2": ml_dtypes.float8_e5m2, "F8_E8M0": ml_dtypes.float8_e8m0fnu}
+# The dtype tables and the sample data are tensorfile's own peers' (its
+# testdata/peers.py), so that both test suites write the same files.
+_spec = importlib.util.spec_from_file_location(
+    "tensorfile_peers", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "tensorfile", "testdata", "peers.py"))
+_tf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tf)
+NPY_DTYPES = _tf.NPY_DTYPES
+ST_NAMES = _tf.ST_DTYPES
+ST_DTYPES = list(ST_NAMES.values())
+sample = _tf.sample
+
 ARROW_DTYPES = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
                 "uint8": pa.uint8(), "uint16": pa.uint16(), "uint32": pa.uint32(), "uint64": pa.uint64(),
                 "float16": pa.float16(), "float32": pa.float32(), "float64": pa.float64()}
-
-
-def sample(dtype, shape, seed):
-    """Deterministic data of every bit pattern the type allows (bools 0/1)."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape))
-    rng = np.random.default_rng(seed)
-    if dtype.kind == "b":
-        return (rng.integers(0, 2, n) == 1).reshape(shape)
-    raw = rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8)
-    return raw.view(dtype.newbyteorder("<")).astype(dtype).reshape(shape)
 
 
 def le_bytes(a):
