@@ -74,11 +74,11 @@ class Output:
         return capsule
 
 
-class Session:
-    """A model run by ONNX Runtime from Go: Session(path, ["X", "W"], "Y")."""
+class _Handle:
+    """A Go object of the bridges' library, freed by close() or when
+    collected."""
 
-    def __init__(self, path, inputs, output):
-        self._id = _lib.dlonnx_open(str(path).encode(), ",".join(inputs).encode(), output.encode())
+    _id = 0
 
     def close(self):
         if self._id:
@@ -87,6 +87,13 @@ class Session:
 
     def __del__(self):
         self.close()
+
+
+class Session(_Handle):
+    """A model run by ONNX Runtime from Go: Session(path, ["X", "W"], "Y")."""
+
+    def __init__(self, path, inputs, output):
+        self._id = _lib.dlonnx_open(str(path).encode(), ",".join(inputs).encode(), output.encode())
 
     def run(self, *inputs, dtype, shape, expect=None):
         """Hands each input to Go by DLPack (versioned), runs the model and
@@ -101,21 +108,13 @@ class Session:
                                      0 if want is None else id(want)))
 
 
-class AdoptingSession:
+class AdoptingSession(_Handle):
     """A model run from Go by a dlonnx Session: ONNX Runtime allocates the
     outputs, in any shape the data gives, and Go hands them on without a
     copy. AdoptingSession(path); inputs in the model's order."""
 
     def __init__(self, path):
         self._id = _lib.dlonnx_open_adopting(str(path).encode())
-
-    def close(self):
-        if self._id:
-            _lib.pybridges_free(self._id)
-            self._id = 0
-
-    def __del__(self):
-        self.close()
 
     def run(self, *inputs, output=0):
         """Hands each input to Go by DLPack, runs the model and returns
