@@ -69,7 +69,7 @@ type foreignState struct {
 	// owned false.
 	holds atomic.Int32
 	owned bool
-	spare uint8 // an Array's spareSlot: recycle keeps the state there
+	spare uint8 // the spareStates slot, plus one, that recycle returns the state to
 	// Go-to-Go imports (From a Source): no managed struct, no deleter;
 	// owner is the Source's Owner, released at the end.
 	native   bool
@@ -166,7 +166,7 @@ func releaseLeaked(a leakArg) {
 }
 
 func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, error) {
-	s := statePool.Get().(*foreignState)
+	s := takeState()
 	if err := s.load(p, legacy, opts); err != nil {
 		s.recycle()
 		return Foreign{}, err
@@ -178,7 +178,7 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 	return Foreign{s: s, own: o, gen: gen}, nil
 }
 
-// statePool holds the states of imports. A pooled state's word already
+// statePool holds the states of imports (behind spareStates). A pooled state's word already
 // reads its next generation as open, so an import's only atomic
 // read-modify-write is the CAS that ends it.
 var statePool = sync.Pool{New: func() any { return newState() }}
@@ -208,7 +208,7 @@ func BorrowLegacy(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption
 }
 
 func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []ImportOption) error {
-	s := statePool.Get().(*foreignState)
+	s := takeState()
 	if err := s.load(p, legacy, opts); err != nil {
 		s.recycle() // load released the tensor, and no handle to it exists
 		return err
@@ -366,34 +366,33 @@ func (s *foreignState) recycle() {
 	statePool.Put(s)
 }
 
-// spareStates keeps states of closed Go-to-Go imports of Arrays in front
-// of statePool: the state of a From goes, at Close, to the slot that the
-// From's goroutine picked, where that goroutine's next From takes it back.
-// A load and a CAS each way cost less than the pool's Get and Put (which
-// pin the P twice each); an empty or taken slot falls back to the pool.
-// The slot is picked by the address of the caller's stack (a Request on
-// it), so that goroutines mostly use different slots and no cache line
-// goes back and forth between them. The slots hold no references but the
-// states (dropRefs runs first): at most len(spareStates) idle states.
+// spareStates keeps idle states in front of statePool: an import takes
+// the state in the slot its goroutine picks (takeState), and recycle puts
+// it back there, where that goroutine's next import finds it. A load and a
+// CAS each way cost less than the pool's Get and Put (which pin the P
+// twice each); an empty or taken slot falls back to the pool. The slot is
+// picked by the address of the goroutine's stack, so that goroutines
+// mostly use different slots and no cache line goes back and forth
+// between them. The slots hold no references but the states (dropRefs
+// runs first): at most len(spareStates) idle states.
 var spareStates [64]struct {
 	p atomic.Pointer[foreignState]
 	_ [56]byte // one slot per cache line
 }
 
-// spareSlot returns the spareStates index, plus one, for a stack address
-// (goroutine stacks are at least 8 KiB apart, so the bits above 13 pick).
-func spareSlot(p unsafe.Pointer) uint8 {
-	return uint8(uint64(uintptr(p)>>13)*0x9E3779B97F4A7C15>>58) + 1
-}
-
-// spareState takes the state in slot i (from spareSlot), or one from the
-// pool.
-func spareState(i uint8) *foreignState {
+// takeState returns an idle state, from the calling goroutine's spare slot
+// or from the pool, marked to go back to that slot.
+func takeState() *foreignState {
+	var sp byte
+	// Goroutine stacks are at least 8 KiB apart: the bits above 13 pick.
+	i := uint8(uint64(uintptr(unsafe.Pointer(&sp))>>13)*0x9E3779B97F4A7C15>>58) + 1
 	slot := &spareStates[i-1].p
-	if s := slot.Load(); s != nil && slot.CompareAndSwap(s, nil) {
-		return s
+	s := slot.Load()
+	if s == nil || !slot.CompareAndSwap(s, nil) {
+		s = statePool.Get().(*foreignState)
 	}
-	return statePool.Get().(*foreignState)
+	s.spare = i
+	return s
 }
 
 // dropRefs drops the state's references out of itself (to an export of

@@ -702,7 +702,7 @@ var nativeOwner = new(owner)
 
 // fromSource is the Go-to-Go path of From.
 func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) {
-	s := statePool.Get().(*foreignState)
+	s := takeState()
 	d := &s.desc
 	if err := src.DescribeTensor(d); err != nil {
 		*d = Description{}
@@ -791,8 +791,7 @@ type goArray interface {
 // fromArray is From's path for an Array: fromSource without the
 // Description.
 func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
-	slot := spareSlot(unsafe.Pointer(req))
-	s := spareState(slot)
+	s := takeState()
 	data, err := a.describeInto(&s.c, s.dims[:])
 	var copyData bool
 	if err == nil {
@@ -816,7 +815,7 @@ func fromArray(a goArray, req *Request, opts []ImportOption) (Foreign, error) {
 	if s.c.numel > 0 {
 		s.goBase, s.goOff = unsafe.Add(data, s.c.data-s.c.rawData), 0
 	}
-	s.native, s.owned, s.owner, s.spare = true, true, a, slot
+	s.native, s.owned, s.owner = true, true, a
 	s.holds.Store(1)
 	return Foreign{s: s, own: nativeOwner, gen: s.gen()}, nil
 }
