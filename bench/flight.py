@@ -6,6 +6,10 @@ flight.py pair PORT: time pyarrow.flight DoGet (do_get + read_all +
     another process (started here), in interleaved rounds: each round
     fetches from both servers in turn (which goes first alternates), so
     that both meet the same load. Prints the median fetch of each.
+flight.py rounds LABEL=PORT...: the same for any number of Go servers
+    (one built against a changed gRPC, say), all in the same rounds as
+    the pyarrow.flight server (the order rotates every round); prints
+    each median and its ratio to pyarrow's.
 flight.py serve: that server (prints its port, stops on stdin EOF).
 flight.py shm PATH PORT: the shared-file row: np.load(PATH, mmap_mode="r")
     + sum, against the same 256 MiB over Flight from the Go server + sum.
@@ -31,19 +35,35 @@ def fetch(c, name):
     return t.column(0).combine_chunks().to_numpy_ndarray()
 
 
-def timepair(goport, pyport):
-    cs = {"go-server": flight.connect("grpc://127.0.0.1:%d" % goport),
-          "py-server": flight.connect("grpc://127.0.0.1:%d" % pyport)}
+def timerounds(ports, ratios=False):
+    """ports: label -> port, "py-server" among them."""
+    cs = {k: flight.connect("grpc://127.0.0.1:%d" % p) for k, p in ports.items()}
+    keys = sorted(cs)
     for name, _ in SIZES:
         ts = {k: [] for k in cs}
         for k, c in cs.items():
             fetch(c, name)  # warm
         rounds, per = ROUNDS[name]
         for r in range(rounds):
-            for k in sorted(cs, reverse=r % 2 == 1):
+            i = r % len(keys)
+            for k in keys[i:] + keys[:i]:
                 ts[k] += [_time(lambda: fetch(cs[k], name)) for _ in range(per)]
+        med = {k: statistics.median(v) for k, v in ts.items()}
         for k in cs:
-            print("%s/%s %.6f" % (k, name, statistics.median(ts[k])), flush=True)
+            if ratios:
+                print("%s/%s %.6f %.3fx" % (k, name, med[k], med["py-server"] / med[k]), flush=True)
+            else:
+                print("%s/%s %.6f" % (k, name, med[k]), flush=True)
+
+
+def withpyserver(fn):
+    p = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    port = int(p.stdout.readline())
+    try:
+        fn(port)
+    finally:
+        p.stdin.close()
+        p.wait()
 
 
 def _time(fn):
@@ -73,13 +93,12 @@ def main():
         sys.stdin.read()
         s.shutdown()
     elif mode == "pair":
-        p = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        port = int(p.stdout.readline())
-        try:
-            timepair(int(sys.argv[2]), port)
-        finally:
-            p.stdin.close()
-            p.wait()
+        withpyserver(lambda port: timerounds({"go-server": int(sys.argv[2]), "py-server": port}))
+    elif mode == "rounds":
+        gos = dict(a.split("=", 1) for a in sys.argv[2:] if "=" in a)
+        if not gos or len(gos) != len(sys.argv) - 2 or "py-server" in gos:
+            sys.exit("usage: flight.py rounds LABEL=PORT... (LABEL not py-server)")
+        withpyserver(lambda port: timerounds({**{k: int(v) for k, v in gos.items()}, "py-server": port}, ratios=True))
     elif mode == "shm":
         path, port = sys.argv[2], int(sys.argv[3])
         def viafile():
