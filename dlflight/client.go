@@ -230,7 +230,7 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
 	sd := newSending(e)
-	if err := send(stream.SendMsg, desc, name, e.l, e.data, sd, c.opts.MaxMessageBytes, nil); err != nil && !errors.Is(err, io.EOF) {
+	if err := send(stream.SendMsg, desc, e.l.wire(name), e.l, e.data, sd, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	if err := stream.CloseSend(); err != nil {

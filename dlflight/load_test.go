@@ -84,7 +84,7 @@ func TestDisconnect(t *testing.T) {
 			}
 			sent++
 			return stream.SendMsg(m)
-		}, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"partial"}}, "partial", l, src.data, nil, limit, nil)
+		}, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"partial"}}, l.wire("partial"), l, src.data, nil, limit)
 		if err == nil {
 			t.Fatal("the interrupted put succeeded")
 		}

@@ -471,7 +471,7 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	// call's status: the call need not wait for it (a handoff between
 	// goroutines saved), and a peer still sees the call end only after
 	// the server is done with the tensor's bytes.
-	err = send(stream.SendMsg, nil, name, e.l, e.data, newSending(e), s.opts.MaxMessageBytes, e.wireFor(name))
+	err = send(stream.SendMsg, nil, e.wireFor(name), e.l, e.data, newSending(e), s.opts.MaxMessageBytes)
 	return statusOf(err)
 }
 

@@ -208,13 +208,13 @@ func streamErr(r *frameReader, err error) error {
 // checked as it is written (framePayloadWriter).
 const batchOverhead = 512
 
-// send writes the tensor's bytes as a stream: the schema (with desc, if
-// any), then batches of as many rows as fit in maxMessage bytes. The
-// batches share data. keep, when set, holds data: the codec then gives
+// send writes the tensor's bytes as a stream: the schema (ws, made by
+// l.wire, with desc, if any), then batches of as many rows as fit in
+// maxMessage bytes. The batches share data. keep, when set, holds data: the codec then gives
 // the values to gRPC without a copy (gRPC's writer copies them into its
 // socket buffer), and keep stays referenced until gRPC is done with them;
 // without keep the codec copies them into gRPC's send buffer first.
-func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string, l layout, data []byte, keep *sending, maxMessage int, wire *wireSchema) error {
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, ws *wireSchema, l layout, data []byte, keep *sending, maxMessage int) error {
 	if maxMessage <= batchOverhead {
 		return fmt.Errorf("%w: a message of %d bytes cannot hold a record batch's metadata (%d bytes allowed for it)", errLimit, maxMessage, batchOverhead)
 	}
@@ -222,10 +222,6 @@ func send(sendMsg func(any) error, desc *flight.FlightDescriptor, column string,
 	per := int64(maxMessage-batchOverhead) / rb
 	if per < 1 {
 		return fmt.Errorf("%w: a row of %d bytes and a batch's metadata (%d bytes allowed for it) do not fit in a message of %d", errLimit, rb, batchOverhead, maxMessage)
-	}
-	ws := wire
-	if ws == nil || ws.column != column {
-		ws = l.wire(column)
 	}
 	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep, max: maxMessage}
 	// The stream is what an ipc.Writer would write (the schema message,
