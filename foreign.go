@@ -371,21 +371,20 @@ func (s *foreignState) recycle() {
 // it back there, where that goroutine's next import finds it. A load and a
 // CAS each way cost less than the pool's Get and Put (which pin the P
 // twice each); an empty or taken slot falls back to the pool. The slot is
-// picked by the address of the goroutine's stack, so that goroutines
-// mostly use different slots and no cache line goes back and forth
-// between them. The slots hold no references but the states (dropRefs
-// runs first): at most len(spareStates) idle states.
-var spareStates [64]struct {
+// picked by stackSlot. The slots hold no references but the states
+// (dropRefs runs first): at most len(spareStates) idle states.
+var spareStates [1 << spareBits]struct {
 	p atomic.Pointer[foreignState]
 	_ [56]byte // one slot per cache line
 }
+
+const spareBits = 6
 
 // takeState returns an idle state, from the calling goroutine's spare slot
 // or from the pool, marked to go back to that slot.
 func takeState() *foreignState {
 	var sp byte
-	// Goroutine stacks are at least 8 KiB apart: the bits above 13 pick.
-	i := uint8(uint64(uintptr(unsafe.Pointer(&sp))>>13)*0x9E3779B97F4A7C15>>58) + 1
+	i := uint8(stackSlot(unsafe.Pointer(&sp), spareBits)) + 1
 	slot := &spareStates[i-1].p
 	s := slot.Load()
 	if s == nil || !slot.CompareAndSwap(s, nil) {

@@ -71,11 +71,14 @@ const keptBlockSize = unsafe.Sizeof(prefix{}) + unsafe.Sizeof(ManagedTensorVersi
 const maxFreeRecords = 4096
 
 // The free list is sharded so that exports on different cores do not
-// contend on one lock. A goroutine finds "its" shard through a sync.Pool of
-// shard numbers, which is per-P in practice; the records themselves cannot
-// live in a sync.Pool: the GC empties pools, and a record dropped that way
-// would stay in the handle table forever.
-const recordShards = 16
+// contend on one lock. A goroutine finds "its" shard by stackSlot: one
+// that exports again finds the record it released there. The records
+// themselves cannot live in a sync.Pool: the GC empties pools, and a
+// record dropped that way would stay in the handle table forever.
+const (
+	recordShardBits = 4
+	recordShards    = 1 << recordShardBits
+)
 
 type recordShard struct {
 	// The padding before and after keeps two shards' fields at least a
@@ -123,18 +126,19 @@ func (exportCount) Load() int64 {
 
 var records [recordShards]recordShard
 
-// shard returns the shard of the calling goroutine, picked by the address
-// of its stack (goroutine stacks are at least 8 KiB apart): a goroutine
-// that exports again finds the record it released in its own shard, and
-// goroutines running at once mostly use different shards. sp is the
-// address of a variable on the caller's stack.
-func shard(sp unsafe.Pointer) int {
-	return int(uint64(uintptr(sp)>>13) * 0x9E3779B97F4A7C15 >> 60 % recordShards)
+// stackSlot picks one of 2^bits slots for the calling goroutine, by the
+// address sp of a variable on its stack (goroutine stacks are at least
+// 8 KiB apart, so the bits above 13 tell them apart): a goroutine keeps
+// finding the same slot, and goroutines running at once mostly find
+// different ones, so that no cache line goes back and forth between them.
+// The export records' shards and the spare import states are picked so.
+func stackSlot(sp unsafe.Pointer, bits uint) int {
+	return int(uint64(uintptr(sp)>>13) * 0x9E3779B97F4A7C15 >> (64 - bits))
 }
 
 func getRecord() *exportRecord {
 	var sp byte
-	i := shard(unsafe.Pointer(&sp))
+	i := stackSlot(unsafe.Pointer(&sp), recordShardBits)
 	s := &records[i]
 	if rec := s.hot.Swap(nil); rec != nil {
 		return rec
