@@ -1,14 +1,25 @@
 # The whole test suite: `make test` (what CI runs). Benchmarks: `make bench`.
+# Every module of the repository is in go.work, and the package pattern
+# "work" (PKGS) reaches the packages of all of them (./... would stop at
+# the core module's edge; docs/modules.md); `make test-dlarrow` and the
+# like test one bridge's module alone.
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 GO ?= go
-PKGS := ./...
+PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
+test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
+
+# The modules: each tidy, none drifting from VERSION and go.work, and
+# what a user of each public package downloads (internal/modcheck).
+modules:
+	@echo "== modules: tidy, in step, and each public package's module graph"
+	$(GO) run ./internal/modcheck tidy
+	$(GO) run ./internal/modcheck graph
 
 fmt-check:
 	@echo "== gofmt"
@@ -173,12 +184,15 @@ dlpark:
 	$(GO) test -count=1 -tags dlpark -v -run . ./internal/dlparkpeer 2>&1 | grep -E '^(---|ok|FAIL|panic)|round trips'
 	$(GO) test -count=1 -tags dlpark -race -run 'Import|Export' ./internal/dlparkpeer
 
-# A separate module that embeds the library (examples/downstream): its
-# own cgo producers and consumers, built and tested from a copy outside the
-# repository, normally and vendored (then also -race, cgocheck2, -asan).
+# Two separate modules that use the library as other projects would
+# (examples/downstream): core, with its own cgo producers and consumers,
+# and flight, a dlflight round trip; each built and tested from a copy
+# outside the repository, normally and vendored (then also -race,
+# cgocheck2; core also -asan), its module graph checked first.
 downstream:
-	@echo "== downstream module (examples/downstream): normal and vendored"
-	GO=$(GO) bash examples/downstream/check.sh
+	@echo "== downstream modules (examples/downstream/core, flight): normal and vendored"
+	GO=$(GO) bash examples/downstream/check.sh core
+	GO=$(GO) bash examples/downstream/check.sh flight
 
 # Tensor files (package tensorfile) against the real NumPy and safetensors
 # of the pinned venv: files each writes read bit for bit by the other,
@@ -270,3 +284,22 @@ gpu-check: gpu-build $(VENV)/.installed
 	@echo "== GPU suite without a GPU: the CUDA cases skip, the helpers are checked on the CPU"
 	cd $(GPU_STAGE) && GODLPACK_LIB=$(CURDIR)/$(GPU_STAGE)/libgodlpack.so PYTHONPATH=python:tests_gpu \
 		$(CURDIR)/$(VENV)/bin/python -m pytest -q -rs -p no:cacheprovider tests_gpu
+
+# One bridge's module alone, for a contributor who touches only it: gofmt,
+# vet and staticcheck, its tests in every mode, and its peers.
+.PHONY: test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-cmd-tensorfile
+MODE_CHECKS := fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo
+test-dlarrow: PKGS := ./dlarrow/...
+test-dlarrow: modules $(MODE_CHECKS) arrow
+test-dlflight: PKGS := ./dlflight/...
+test-dlflight: modules $(MODE_CHECKS) flight
+test-dlgomlx: PKGS := ./dlgomlx/...
+test-dlgomlx: modules $(MODE_CHECKS) gomlx
+test-dlgonum: PKGS := ./dlgonum/...
+test-dlgonum: modules $(MODE_CHECKS)
+test-dlonnx: PKGS := ./dlonnx/...
+test-dlonnx: modules $(MODE_CHECKS) onnx
+test-cmd-tensorfile: PKGS := ./cmd/tensorfile/...
+test-cmd-tensorfile: modules $(MODE_CHECKS) cli
+test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-cmd-tensorfile:
+	@echo "== $@ passed"
