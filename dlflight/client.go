@@ -78,7 +78,7 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
 		experimental.WithBufferPool(frames),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),

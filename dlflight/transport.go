@@ -7,8 +7,11 @@ package dlflight
 type Transport struct {
 	// WindowBytes is the HTTP/2 flow-control window of each stream: how
 	// many bytes a sender may have in flight on one call before the
-	// receiver reads them (DefaultWindowBytes when zero; setting it turns
-	// off gRPC's own estimate, which starts at 64 KiB). It is capped at
+	// receiver reads them (DefaultWindowBytes when zero). The windows are
+	// static: both sides set them with gRPC's StaticStreamWindowSize and
+	// StaticConnWindowSize options, which turn off gRPC's bandwidth
+	// estimate (it starts at 64 KiB and grows); from gRPC 1.85 plain
+	// InitialWindowSize is meant to leave that estimate on. It is capped at
 	// the message limit and raised to gRPC's minimum of 64 KiB. A link
 	// whose bandwidth times round trip exceeds it needs a larger one; on
 	// loopback, windows from 256 KiB to 16 MiB measured the same.
