@@ -16,5 +16,5 @@
 //     CGO_CFLAGS="-I$(go list -f '{{.Dir}}' github.com/godlpack/dlpack)/include".
 //
 // Run it from the repository root with `make downstream` (or `bash
-// examples/downstream/check.sh`), which builds and tests it both ways.
+// examples/downstream/check.sh core`), which builds and tests it both ways.
 package downstream
