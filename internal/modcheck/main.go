@@ -304,10 +304,10 @@ func tidy(root string, mods []module, version string, fix bool) error {
 // probe makes a throw-away module requiring reqs (path -> version),
 // replacing the repository's modules by their folders, whose main
 // package imports imports; it returns `go list -m all` after a tidy.
-func probe(mods []module, reqs map[string]string, imports []string, tidy bool) ([]string, error) {
+func probe(mods []module, reqs map[string]string, imports []string, tidy bool) (all, built []string, err error) {
 	tmp, err := os.MkdirTemp("", "modcheck-probe")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(tmp)
 	var src strings.Builder
@@ -317,24 +317,48 @@ func probe(mods []module, reqs map[string]string, imports []string, tidy bool) (
 	}
 	src.WriteString(")\n\nfunc main() {}\n")
 	if err := os.WriteFile(filepath.Join(tmp, "main.go"), []byte(src.String()), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module example.com/probe\n\ngo 1.25.0\n"), 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	args := []string{"mod", "edit"}
 	for p, v := range reqs {
 		args = append(args, "-require="+p+"@"+v)
 	}
 	if _, err := run(tmp, append(args, replaceAll(mods)...)...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tidy {
 		if _, err := run(tmp, "mod", "tidy"); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return listAll(tmp, "")
+	if all, err = listAll(tmp, ""); err != nil {
+		return nil, nil, err
+	}
+	built, err = listBuilt(tmp, "")
+	return all, built, err
+}
+
+// listBuilt: the modules that provide a package of the build of the
+// packages in dir (with modfile, if set), the main module included.
+func listBuilt(dir, modfile string) ([]string, error) {
+	args := []string{"list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}"}
+	if modfile != "" {
+		args = append(args, "-modfile="+modfile)
+	}
+	out, err := run(dir, append(args, ".")...)
+	if err != nil {
+		return nil, err
+	}
+	var mods []string
+	for _, m := range strings.Fields(string(out)) {
+		if !slices.Contains(mods, m) {
+			mods = append(mods, m)
+		}
+	}
+	return mods, nil
 }
 
 // listAll: the module paths of `go list -m all` in dir (with modfile, if set).
@@ -353,20 +377,20 @@ func listAll(dir, modfile string) ([]string, error) {
 // cmdGraph: the graph `go install` of a command sees: its own module's,
 // outside the workspace, with the repository's other modules replaced by
 // their folders on a copy of its go.mod.
-func cmdGraph(mods []module, m module) ([]string, error) {
+func cmdGraph(mods []module, m module, path string) (all, built []string, err error) {
 	tmp, err := os.MkdirTemp("", "modcheck-cmd")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(tmp)
 	modfile := filepath.Join(tmp, "go.mod")
 	for _, f := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(m.dir, f))
 		if err != nil && !os.IsNotExist(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var others []module
@@ -376,9 +400,13 @@ func cmdGraph(mods []module, m module) ([]string, error) {
 		}
 	}
 	if _, err := run(m.dir, append([]string{"mod", "edit"}, append(replaceAll(others), modfile)...)...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return listAll(m.dir, modfile)
+	if all, err = listAll(m.dir, modfile); err != nil {
+		return nil, nil, err
+	}
+	built, err = listBuilt(filepath.Join(m.dir, strings.TrimPrefix(strings.TrimPrefix(path, m.path), "/")), modfile)
+	return all, built, err
 }
 
 func owner(mods []module, pkg string) module {
@@ -401,12 +429,12 @@ func graph(root string, mods []module, version string, update bool) error {
 			path += "/" + p.pkg
 		}
 		m := owner(mods, path)
-		var got []string
+		var got, built []string
 		var err error
 		if p.cmd {
-			got, err = cmdGraph(mods, m)
+			got, built, err = cmdGraph(mods, m, path)
 		} else {
-			got, err = probe(mods, map[string]string{m.path: version}, []string{path}, true)
+			got, built, err = probe(mods, map[string]string{m.path: version}, []string{path}, true)
 		}
 		if err != nil {
 			return err
@@ -434,7 +462,7 @@ func graph(root string, mods []module, version string, update bool) error {
 					reqs[r] = v
 				}
 			}
-			lib, err := probe(mods, reqs, p.libs, false)
+			lib, _, err := probe(mods, reqs, p.libs, false)
 			if err != nil {
 				return err
 			}
@@ -456,9 +484,9 @@ func graph(root string, mods []module, version string, update bool) error {
 		if len(bad) > 0 {
 			problems = append(problems, fmt.Sprintf("%s: a user's module graph holds %s, which it does not need", display(p.pkg), strings.Join(bad, ", ")))
 		}
-		rows = append(rows, fmt.Sprintf("| `%s` | `%s` | %d |", display(p.pkg), m.path, len(got)))
+		rows = append(rows, fmt.Sprintf("| `%s` | `%s` | %d | %d |", display(p.pkg), m.path, len(got), len(built)))
 	}
-	table := beginTable + "\n| package | its module | modules in a user's graph (`go list -m all`) |\n|---|---|---|\n" +
+	table := beginTable + "\n| package | its module | modules in a user's graph (`go list -m all`) | modules whose code is built |\n|---|---|---|---|\n" +
 		strings.Join(rows, "\n") + "\n" + endTable
 	doc, err := os.ReadFile(filepath.Join(root, docPath))
 	if err != nil {
