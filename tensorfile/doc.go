@@ -26,7 +26,9 @@
 // package pycapsule a capsule for Python; none copies.
 //
 //   - .npy (format 1.0, 2.0 and 3.0): C order gives row-major strides,
-//     Fortran order column-major ones. dtypes: bool, int8..int64,
+//     Fortran order column-major ones. Data misaligned for its element
+//     type (a header not padded to 16 or 64 bytes, which NumPy reads) is
+//     copied into a dlpack.Buffer instead, and refused by a ReadWrite open. dtypes: bool, int8..int64,
 //     uint8..uint64, float16, float32, float64, complex64, complex128, in
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
 //     with ErrByteOrder (ReadNPY converts it into a Buffer); object,

@@ -265,10 +265,10 @@ func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
 func (t *Tensor) NBytes() int64 { return t.nbytes }
 
 // Mapped reports whether the tensor is a view of the file's mapping (true
-// for .npy tensors, and for safetensors tensors and stored .npz members
-// suitably aligned for their type) rather than a copy in a dlpack.Buffer
-// (deflated or misaligned .npz members, misaligned safetensors tensors,
-// ReadNPY).
+// for .npy tensors, safetensors tensors and stored .npz members aligned
+// for their type: dlpack.DataType.Alignment) rather than a copy in a
+// dlpack.Buffer (deflated .npz members; misaligned .npy, .npz and
+// safetensors data; ReadNPY). Exports of a copy carry dlpack.FlagIsCopied.
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 
 // ReadOnly reports whether exports of the tensor are read-only.

@@ -251,7 +251,10 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 // OpenNPY maps the .npy file at path (read-only unless ReadWrite) and
 // returns a File holding one tensor, named "", a view of the file's data:
 // row-major strides for C order, column-major for Fortran order. Nothing
-// of the data is read. Big-endian arrays fail with ErrByteOrder (ReadNPY
+// of the data is read, unless it is misaligned for its element type (a
+// header not padded to 16 or 64 bytes): it is then read into a
+// dlpack.Buffer (Tensor.Mapped is false; a ReadWrite open fails with
+// ErrLayout instead). Big-endian arrays fail with ErrByteOrder (ReadNPY
 // converts them); object and structured dtypes with ErrDType; headers
 // that disagree with the file's size with ErrTruncated.
 func OpenNPY(path string, opts ...Option) (*File, error) {
@@ -260,7 +263,7 @@ func OpenNPY(path string, opts ...Option) (*File, error) {
 		return nil, err
 	}
 	defer fd.Close()
-	t, err := npyTensor(f.m, io.NewSectionReader(fd, 0, size), 0, size, "", !f.writable)
+	t, err := f.npyFile(fd, size)
 	if err == nil {
 		err = f.add(t)
 	}
@@ -269,6 +272,29 @@ func OpenNPY(path string, opts ...Option) (*File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// npyFile returns the tensor of the .npy file of size bytes open as fd and
+// mapped as f: a view of the mapping, or, when the data's offset is
+// misaligned for its type (a header not padded to 16 or 64 bytes, which
+// NumPy reads), a copy in a Buffer, since consumers need aligned elements;
+// a ReadWrite open refuses it (a copy would not write to the file).
+func (f *File) npyFile(fd io.ReaderAt, size int64) (*Tensor, error) {
+	r := io.NewSectionReader(fd, 0, size)
+	h, err := readNPYHeader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkSize(size); err != nil {
+		return nil, err
+	}
+	if h.bigEndian || h.dataOffset%int64(h.dtype.Alignment()) == 0 || h.nbytes == 0 {
+		return mappedNPY(f.m, h, 0, "", !f.writable)
+	}
+	if f.writable {
+		return nil, fieldErr(ErrLayout, "header_len", h.dataOffset, fmt.Sprintf("the data at file offset %d is misaligned for %v: a copy would not write to the file", h.dataOffset, h.dtype))
+	}
+	return copyNPY(f, io.NewSectionReader(fd, 0, size), size, "", true)
 }
 
 // readNPYHeader reads the header of the .npy of n bytes in r.
@@ -303,6 +329,12 @@ func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bo
 	if err := h.checkSize(n); err != nil {
 		return nil, err
 	}
+	return mappedNPY(m, h, off, name, readOnly)
+}
+
+// mappedNPY returns the tensor of the .npy at byte off of the mapping m,
+// whose header is h, as a view of the mapping.
+func mappedNPY(m *mapping, h *npyHeader, off int64, name string, readOnly bool) (*Tensor, error) {
 	if h.bigEndian {
 		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; ReadNPY converts it")
 	}

@@ -216,7 +216,7 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
 		switch off := h.dataBase + e.begin; {
 		case t.nbytes == 0:
-		case off%int64(alignOf(e.dtype)) == 0:
+		case off%int64(e.dtype.Alignment()) == 0:
 			t.data = f.m.at(off)
 		case f.writable:
 			return fieldErr(ErrLayout, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end},
