@@ -116,22 +116,23 @@ func (s *stScanner) strBytes() ([]byte, error) {
 				return nil, s.err("bad \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
+				// Only a high surrogate followed by a low one names a
+				// character; the reference parser (serde_json) refuses
+				// the file otherwise, where encoding/json would read
+				// U+FFFD: another name than the file's.
+				at := s.i - 6
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					save := s.i
+				if r < 0xdc00 && s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
 					s.i += 2
 					if r2, ok = s.hex4(); !ok {
 						return nil, s.err("bad \\u escape")
 					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-					} else {
-						s.i = save
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
 				}
+				d := utf16.DecodeRune(r, r2)
+				if d == utf8.RuneError {
+					return nil, fieldErr(ErrFormat, "header string", truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", at))
+				}
+				r = d
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
