@@ -28,7 +28,9 @@
 //   - .npy (format 1.0, 2.0 and 3.0): C order gives row-major strides,
 //     Fortran order column-major ones. Data misaligned for its element
 //     type (a header not padded to 16 or 64 bytes, which NumPy reads) is
-//     copied into a dlpack.Buffer instead, and refused by a ReadWrite open. dtypes: bool, int8..int64,
+//     copied into a dlpack.Buffer instead, and refused by a ReadWrite open.
+//     Python 2's long dimensions, (2L, 3L), are read from 1.0 and 2.0
+//     headers, as NumPy reads them. dtypes: bool, int8..int64,
 //     uint8..uint64, float16, float32, float64, complex64, complex128, in
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
 //     with ErrByteOrder (ReadNPY converts it into a Buffer); object,

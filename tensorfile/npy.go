@@ -221,6 +221,11 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 	h.shape = []int64{}
 	for !l.accept(')') {
 		w := l.word()
+		if h.major <= 2 && len(w) > 1 && w[len(w)-1] == 'L' {
+			// Python 2 wrote longs as 2L; NumPy reads them from 1.0 and
+			// 2.0 headers (with a warning), dropping the L.
+			w = w[:len(w)-1]
+		}
 		n, err := strconv.ParseInt(w, 10, 64)
 		if err != nil || w[0] == '+' || (len(w) > 1 && w[0] == '0') {
 			if errors.Is(err, strconv.ErrRange) && w[0] != '-' {
