@@ -30,7 +30,11 @@
 //     type (a header not padded to 16 or 64 bytes, which NumPy reads) is
 //     copied into a dlpack.Buffer instead, and refused by a ReadWrite open.
 //     Python 2's long dimensions, (2L, 3L), are read from 1.0 and 2.0
-//     headers, as NumPy reads them. dtypes: bool, int8..int64,
+//     headers, as NumPy reads them. Headers longer than NumPy's
+//     max_header_size (DefaultMaxNPYHeader, 10,000 bytes) fail with
+//     ErrFormat before they are read, in .npy files and .npz members;
+//     MaxNPYHeader, an option of OpenNPY and ReadNPY, raises the bound
+//     for trusted files. dtypes: bool, int8..int64,
 //     uint8..uint64, float16, float32, float64, complex64, complex128, in
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
 //     with ErrByteOrder (ReadNPY converts it into a Buffer); object,

@@ -13,7 +13,23 @@ import (
 )
 
 // Option changes how a file is opened.
-type Option struct{ writable bool }
+type Option struct {
+	writable     bool
+	maxNPYHeader int64 // 0: DefaultMaxNPYHeader
+}
+
+// DefaultMaxNPYHeader is the longest .npy header read unless
+// MaxNPYHeader allows more: NumPy's default max_header_size (10,000
+// bytes), far more than any header NumPy writes (64 dimensions take about
+// 1,500).
+const DefaultMaxNPYHeader = 10_000
+
+// MaxNPYHeader sets the longest .npy header (the dict literal, in bytes)
+// that is read, for trusted files whose headers exceed
+// DefaultMaxNPYHeader, as NumPy's max_header_size does. The length is
+// checked before the header is read: a longer one fails with ErrFormat,
+// whatever the file's size.
+func MaxNPYHeader(n int) Option { return Option{maxNPYHeader: int64(max(n, 1))} }
 
 // ReadWrite maps the file read-write (shared): tensors are writable, and
 // writes through them reach the file. Without it files are mapped
@@ -40,10 +56,12 @@ type File struct {
 	closed   bool
 	m        *mapping // nil when nothing is mapped (ReadNPY)
 	writable bool
-	tensors  []*Tensor
-	byName   map[string]*Tensor
-	meta     map[string]string
-	bufs     []*dlpack.Buffer[uint8]
+	// maxNPYHeader bounds .npy header lengths (0: DefaultMaxNPYHeader).
+	maxNPYHeader int64
+	tensors      []*Tensor
+	byName       map[string]*Tensor
+	meta         map[string]string
+	bufs         []*dlpack.Buffer[uint8]
 
 	path  string      // as opened, for Lease
 	info  os.FileInfo // of the mapped file, for Lease
@@ -89,9 +107,12 @@ func (m *mapping) release() {
 // opening faults in no page of it (a fault in a large mapping of a file
 // is what makes opening cost more for a large file).
 func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
-	writable := false
+	writable, maxNPY := false, int64(0)
 	for _, o := range opts {
 		writable = writable || o.writable
+		if o.maxNPYHeader != 0 {
+			maxNPY = o.maxNPYHeader
+		}
 	}
 	flag := os.O_RDONLY
 	if writable {
@@ -127,7 +148,15 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 	m.refs.Store(1)
 	m.register()
 	liveMappings.Add(1)
-	return &File{m: m, writable: writable, path: path, info: st}, fd, size, nil
+	return &File{m: m, writable: writable, maxNPYHeader: maxNPY, path: path, info: st}, fd, size, nil
+}
+
+// npyHeaderLimit is the longest .npy header f reads.
+func (f *File) npyHeaderLimit() int64 {
+	if f.maxNPYHeader > 0 {
+		return f.maxNPYHeader
+	}
+	return DefaultMaxNPYHeader
 }
 
 // regular refuses a path that exists and is not a regular file, before

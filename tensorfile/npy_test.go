@@ -1,7 +1,11 @@
 package tensorfile_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -23,7 +27,8 @@ func TestNPYPython2Shape(t *testing.T) {
 	}
 	for what, p := range ok {
 		for _, open := range []func(string) (*tensorfile.File, error){
-			func(p string) (*tensorfile.File, error) { return tensorfile.OpenNPY(p) }, tensorfile.ReadNPY,
+			func(p string) (*tensorfile.File, error) { return tensorfile.OpenNPY(p) },
+			func(p string) (*tensorfile.File, error) { return tensorfile.ReadNPY(p) },
 		} {
 			f, err := open(p)
 			if err != nil {
@@ -72,4 +77,84 @@ for p in sys.argv[1:]:
 			t.Errorf("NumPy: %q, want %q", out, want)
 		}
 	})
+}
+
+// A .npy header longer than NumPy's max_header_size (10,000 bytes) is
+// refused before it is read, whatever the file's size: a file of 1 GiB
+// claiming a 1 GiB header fails having allocated next to nothing.
+// MaxNPYHeader raises the bound for trusted files, as NumPy's
+// max_header_size does.
+func TestNPYHeaderBound(t *testing.T) {
+	noLiveMappings(t)
+	const claimed = 1 << 30
+	p := filepath.Join(t.TempDir(), "huge-header.npy")
+	fd, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre := binary.LittleEndian.AppendUint32([]byte("\x93NUMPY\x02\x00"), claimed)
+	_, err = fd.Write(append(pre, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"...))
+	if err == nil {
+		err = fd.Truncate(12 + claimed + 24) // sparse: no disk used
+	}
+	if err := errors.Join(err, fd.Close()); err != nil {
+		t.Fatal(err)
+	}
+	opens := map[string]func(string, ...tensorfile.Option) (*tensorfile.File, error){"OpenNPY": tensorfile.OpenNPY, "ReadNPY": tensorfile.ReadNPY}
+	for name, open := range opens {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := open(p)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "header_len = 1073741824") || !strings.Contains(err.Error(), "10000-byte limit") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+			t.Errorf("%s allocated %d bytes to refuse the header", name, d)
+		}
+	}
+
+	// A valid header padded to 20,000 bytes: refused by default, read
+	// with MaxNPYHeader(20_000), as NumPy reads it with
+	// max_header_size=20000 only.
+	data := make([]byte, 24)
+	big := writeTemp(t, "big-header.npy", npyPadded(20_000, data))
+	for name, open := range opens {
+		if _, err := open(big); !errors.Is(err, tensorfile.ErrFormat) {
+			t.Errorf("%s: %v, want ErrFormat", name, err)
+		}
+		if _, err := open(big, tensorfile.MaxNPYHeader(19_999)); !errors.Is(err, tensorfile.ErrFormat) {
+			t.Errorf("%s, MaxNPYHeader(19_999): %v, want ErrFormat", name, err)
+		}
+		f, err := open(big, tensorfile.MaxNPYHeader(20_000))
+		if err != nil {
+			t.Fatalf("%s, MaxNPYHeader(20_000): %v", name, err)
+		}
+		if got := f.Tensors()[0].Shape(); !slices.Equal(got, []int64{3}) {
+			t.Errorf("%s: shape %v", name, got)
+		}
+		f.Close()
+	}
+	t.Run("NumPy agrees", func(t *testing.T) {
+		out := runPython(t, "-c", `
+import sys, numpy as np
+for kw in ({}, {"max_header_size": 19999}, {"max_header_size": 20000}):
+    try:
+        print(np.load(sys.argv[1], **kw).shape)
+    except ValueError:
+        print("refused")
+`, big)
+		if want := "refused\nrefused\n(3,)"; strings.TrimSpace(out) != want {
+			t.Errorf("NumPy: %q, want %q", out, want)
+		}
+	})
+}
+
+// npyPadded is a valid .npy file (version 2.0, float64, shape (3,)) whose
+// header is padded with spaces to hlen bytes.
+func npyPadded(hlen int, data []byte) []byte {
+	hdr := "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }"
+	hdr += strings.Repeat(" ", hlen-len(hdr)-1) + "\n"
+	b := binary.LittleEndian.AppendUint32([]byte("\x93NUMPY\x02\x00"), uint32(len(hdr)))
+	return append(append(b, hdr...), data...)
 }

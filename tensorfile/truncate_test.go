@@ -142,7 +142,7 @@ func TestDescriptorReadsFileTruncatedMidRead(t *testing.T) {
 		file []byte
 		open func(string) (*tensorfile.File, error)
 	}{
-		"ReadNPY":            {f64npy(bigN), tensorfile.ReadNPY},
+		"ReadNPY":            {f64npy(bigN), func(p string) (*tensorfile.File, error) { return tensorfile.ReadNPY(p) }},
 		"OpenNPZ/deflated":   {npzBytes(map[string][]byte{"a.npy": f64npy(bigN)}, 8), tensorfile.OpenNPZ},
 		"OpenNPZ/misaligned": {npzBytes(map[string][]byte{"a.npy": f64npy(bigN)}, 0), tensorfile.OpenNPZ},
 	}
