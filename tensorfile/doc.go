@@ -49,7 +49,8 @@
 //     not padded to 8 bytes, as files written before the reference
 //     implementation padded it have) is copied into a dlpack.Buffer
 //     instead, and refused by a ReadWrite open. dtypes: BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64,
-//     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu); the
+//     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu),
+//     F8_E4M3FNUZ, F8_E5M2FNUZ (float8_e4m3fnuz, float8_e5m2fnuz); the
 //     sub-byte F4 and F6 types fail with ErrDType. Like the reference
 //     implementation, the tensors must tile the data section exactly.
 //

@@ -178,8 +178,9 @@ func (h *stHeader) checkOffsets(size int64) error {
 // bytes), which is read into a dlpack.Buffer (Tensor.Mapped is false; a
 // ReadWrite open fails with ErrLayout instead). Dtypes:
 // BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64, F8_E4M3
-// (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
-// and F6 types fail with ErrDType.
+// (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu), F8_E4M3FNUZ and
+// F8_E5M2FNUZ (float8_e4m3fnuz, float8_e5m2fnuz); the sub-byte F4 and F6
+// types fail with ErrDType.
 func OpenSafetensors(path string, opts ...Option) (*File, error) {
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
@@ -268,7 +269,8 @@ type Named struct {
 }
 
 // WriteSafetensors writes tensors (any strides, any of the dtypes
-// OpenSafetensors reads except F8_E8M0) and metadata (may be nil) to w
+// OpenSafetensors reads; the one-byte types without a Go element type are
+// written as their bytes) and metadata (may be nil) to w
 // as a safetensors file, laid out as the reference implementation does:
 // tensors sorted by decreasing item size, then name, so each is aligned
 // for its type; the JSON header lists __metadata__ first, then the tensors
