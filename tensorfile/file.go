@@ -74,6 +74,7 @@ type File struct {
 type mapping struct {
 	data []byte
 	refs atomic.Int64
+	path string // the file mapped, for errors
 }
 
 var (
@@ -144,7 +145,7 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 		fd.Close()
 		return nil, nil, 0, fmt.Errorf("tensorfile: mapping %s: %w", path, err)
 	}
-	m := &mapping{data: data}
+	m := &mapping{data: data, path: path}
 	m.refs.Store(1)
 	m.register()
 	liveMappings.Add(1)

@@ -106,8 +106,8 @@ func writeTyped[T dlpack.Element](w io.Writer, f dlpack.Foreign) error {
 	// a fault can only happen in this function's copy, never inside w.
 	if b, _, err := dlpack.ReadOnlyBytes(f); err == nil && len(b) > 0 {
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-		if base, size, ok := mappedAt(p, uintptr(len(b))); ok {
-			return guardMapped("data", base, size, func() error { return streamTyped[T](w, f, true) })
+		if m, ok := mappedAt(p, uintptr(len(b))); ok {
+			return guardMapped("data", m, p, uintptr(len(b)), func() error { return streamTyped[T](w, f, true) })
 		}
 	}
 	return streamTyped[T](w, f, false)
