@@ -130,7 +130,12 @@ func layout(field string, shape []int64, itemSize int, fortran bool) (nbytes int
 	if len(shape) > dlpack.MaxNDim {
 		return 0, nil, fieldErr(ErrLayout, field, len(shape), "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
 	}
-	strides = make([]int64, len(shape))
+	return layoutInto(field, shape, itemSize, fortran, make([]int64, len(shape)))
+}
+
+// layoutInto is layout writing the strides into strides (len(shape) of
+// them, at most dlpack.MaxNDim).
+func layoutInto(field string, shape []int64, itemSize int, fortran bool, strides []int64) (nbytes int64, _ []int64, err error) {
 	numel := int64(1)
 	for k := range shape {
 		i := len(shape) - 1 - k

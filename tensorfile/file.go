@@ -59,7 +59,8 @@ type File struct {
 	// maxNPYHeader bounds .npy header lengths (0: DefaultMaxNPYHeader).
 	maxNPYHeader int64
 	tensors      []*Tensor
-	byName       map[string]*Tensor
+	byName       map[string]*Tensor // built by add, or on first use (index)
+	indexOnce    sync.Once
 	meta         map[string]string
 	bufs         []*dlpack.Buffer[uint8]
 
@@ -214,6 +215,7 @@ func (f *File) Tensors() []*Tensor { return append([]*Tensor(nil), f.tensors...)
 
 // Tensor returns the tensor named name, or an error wrapping ErrNotFound.
 func (f *File) Tensor(name string) (*Tensor, error) {
+	f.indexOnce.Do(f.index)
 	if t, ok := f.byName[name]; ok {
 		return t, nil
 	}
@@ -246,6 +248,20 @@ func (f *File) MappedRange() (addr uintptr, size int) {
 		return 0, 0
 	}
 	return uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data))), len(f.m.data)
+}
+
+// index builds byName for a File whose tensors were listed without add
+// (safetensors: the header parse has checked that names are unique), so
+// that opening a file of many tensors and listing them hashes each name
+// once, not twice.
+func (f *File) index() {
+	if f.byName != nil {
+		return
+	}
+	f.byName = make(map[string]*Tensor, len(f.tensors))
+	for _, t := range f.tensors {
+		f.byName[t.name] = t
+	}
 }
 
 func (f *File) add(t *Tensor) error {

@@ -15,6 +15,20 @@ import (
 type stScanner struct {
 	b []byte
 	i int
+	s string // b as a string, when set: text returns substrings of it
+
+	raw   int      // where strBytes' last result starts in b; -1 if it was unescaped into a copy
+	shape []uint64 // scratch for entry's "shape"
+	offs  []uint64 // and "data_offsets"
+}
+
+// text returns v, the last result of strBytes, as a string: a substring
+// of s when v is a slice of the header, else a copy.
+func (s *stScanner) text(v []byte) string {
+	if s.raw >= 0 && len(s.s) == len(s.b) {
+		return s.s[s.raw : s.raw+len(v)]
+	}
+	return string(v)
 }
 
 func (s *stScanner) err(why string) error {
@@ -68,6 +82,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		if c == '"' {
 			v := s.b[start:s.i]
 			s.i++
+			s.raw = start
 			return v, nil
 		}
 		if c == '\\' {
@@ -78,6 +93,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		}
 		s.i++
 	}
+	s.raw = -1
 	buf := append([]byte(nil), s.b[start:s.i]...)
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -154,10 +170,9 @@ func (s *stScanner) hex4() (rune, bool) {
 	return rune(v), true
 }
 
-// number reads a JSON number and returns its text.
-func (s *stScanner) number() (string, error) {
+// number reads a JSON number (its text is what it passed over).
+func (s *stScanner) number() error {
 	s.ws()
-	start := s.i
 	if s.i < len(s.b) && s.b[s.i] == '-' {
 		s.i++
 	}
@@ -172,12 +187,12 @@ func (s *stScanner) number() (string, error) {
 	case s.i < len(s.b) && s.b[s.i] == '0':
 		s.i++
 	case digits() == 0:
-		return "", s.err("expected a number")
+		return s.err("expected a number")
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
 		if digits() == 0 {
-			return "", s.err("bad number")
+			return s.err("bad number")
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -186,10 +201,10 @@ func (s *stScanner) number() (string, error) {
 			s.i++
 		}
 		if digits() == 0 {
-			return "", s.err("bad number")
+			return s.err("bad number")
 		}
 	}
-	return string(s.b[start:s.i]), nil
+	return nil
 }
 
 // literal reads true, false or null.
@@ -252,8 +267,7 @@ func (s *stScanner) skip(depth int) error {
 			return s.expect(']')
 		}
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		_, err := s.number()
-		return err
+		return s.number()
 	}
 	_, err := s.literal()
 	return err
@@ -292,7 +306,7 @@ func (s *stScanner) object(member func(key []byte) error) error {
 // non-negative integer literal; bad holds the first that is not (a
 // fraction, an exponent, a sign, or over 2^64-1), and then the values are
 // not meaningful.
-func (s *stScanner) uints() (vals []uint64, bad string, err error) {
+func (s *stScanner) uints(buf []uint64) (vals []uint64, bad string, err error) {
 	if s.peek() == 'n' {
 		_, err := s.literal()
 		return nil, "", err
@@ -300,7 +314,10 @@ func (s *stScanner) uints() (vals []uint64, bad string, err error) {
 	if err := s.expect('['); err != nil {
 		return nil, "", err
 	}
-	vals = make([]uint64, 0, 4)
+	vals = buf[:0]
+	if vals == nil {
+		vals = make([]uint64, 0, 4)
+	}
 	if s.peek() == ']' {
 		s.i++
 		return vals, "", nil
@@ -310,7 +327,7 @@ func (s *stScanner) uints() (vals []uint64, bad string, err error) {
 			return nil, "", s.err("expected a number")
 		}
 		start := s.i
-		if _, err := s.number(); err != nil {
+		if err := s.number(); err != nil {
 			return nil, "", err
 		}
 		v, ok := uint64(0), true
@@ -354,13 +371,15 @@ func (s *stScanner) metadata() (map[string]string, error) {
 	return m, err
 }
 
-// entry reads one tensor's {"dtype", "shape", "data_offsets"}.
-func (s *stScanner) entry(name string) (stEntry, error) {
+// entry reads one tensor's {"dtype", "shape", "data_offsets"}, its shape
+// and strides taken from dims.
+func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 	field := func(suffix string) string { return strconv.Quote(name) + suffix }
 	if s.peek() != '{' {
 		return stEntry{}, fieldErr(ErrFormat, field(""), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}")
 	}
-	var dtype *string
+	var dtype string
+	var hasDType bool
 	var shape []uint64
 	var offs []uint64
 	var seen [3]bool
@@ -390,10 +409,10 @@ func (s *stScanner) entry(name string) (stEntry, error) {
 			if !ok {
 				name = string(v)
 			}
-			dtype = &name
+			dtype, hasDType = name, true
 			return nil
 		case "shape":
-			v, bad, err := s.uints()
+			v, bad, err := s.uints(s.shape)
 			switch {
 			case err != nil:
 				return err
@@ -402,17 +421,17 @@ func (s *stScanner) entry(name string) (stEntry, error) {
 			case bad != "":
 				return fieldErr(ErrFormat, field(".shape"), bad, "dimensions must be non-negative integers")
 			}
-			shape = v
+			shape, s.shape = v, v
 			return nil
 		case "data_offsets":
-			v, bad, err := s.uints()
+			v, bad, err := s.uints(s.offs)
 			switch {
 			case err != nil:
 				return err
 			case bad != "":
 				return fieldErr(ErrTruncated, field(".data_offsets"), bad, "offsets must be non-negative integers inside the file")
 			}
-			offs = v
+			offs, s.offs = v, v
 			return nil
 		}
 		return s.skip(0)
@@ -420,7 +439,7 @@ func (s *stScanner) entry(name string) (stEntry, error) {
 	if err != nil {
 		return stEntry{}, err
 	}
-	return checkEntry(name, dtype, shape, offs)
+	return checkEntryIn(dims, name, dtype, hasDType, shape, offs)
 }
 
 func isDigits(s string) bool {
