@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/tensorfile"
 )
 
@@ -31,6 +32,9 @@ func TestNPYPython2Shape(t *testing.T) {
 			func(p string) (*tensorfile.File, error) { return tensorfile.ReadNPY(p) },
 		} {
 			f, err := open(p)
+			if errors.Is(err, dlpack.ErrCgoRequired) {
+				continue // ReadNPY copies into a Buffer
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
@@ -114,21 +118,24 @@ func TestNPYHeaderBound(t *testing.T) {
 		}
 	}
 
-	// A valid header padded to 20,000 bytes: refused by default, read
-	// with MaxNPYHeader(20_000), as NumPy reads it with
-	// max_header_size=20000 only.
+	// A valid header padded to 20,020 bytes (the data 64-byte aligned):
+	// refused by default, read with MaxNPYHeader(20_020), as NumPy reads
+	// it with max_header_size=20020 only.
 	data := make([]byte, 24)
-	big := writeTemp(t, "big-header.npy", npyPadded(20_000, data))
+	big := writeTemp(t, "big-header.npy", npyPadded(20_020, data))
 	for name, open := range opens {
 		if _, err := open(big); !errors.Is(err, tensorfile.ErrFormat) {
 			t.Errorf("%s: %v, want ErrFormat", name, err)
 		}
-		if _, err := open(big, tensorfile.MaxNPYHeader(19_999)); !errors.Is(err, tensorfile.ErrFormat) {
-			t.Errorf("%s, MaxNPYHeader(19_999): %v, want ErrFormat", name, err)
+		if _, err := open(big, tensorfile.MaxNPYHeader(20_019)); !errors.Is(err, tensorfile.ErrFormat) {
+			t.Errorf("%s, MaxNPYHeader(20_019): %v, want ErrFormat", name, err)
 		}
-		f, err := open(big, tensorfile.MaxNPYHeader(20_000))
+		f, err := open(big, tensorfile.MaxNPYHeader(20_020))
+		if errors.Is(err, dlpack.ErrCgoRequired) {
+			continue // ReadNPY copies into a Buffer
+		}
 		if err != nil {
-			t.Fatalf("%s, MaxNPYHeader(20_000): %v", name, err)
+			t.Fatalf("%s, MaxNPYHeader(20_020): %v", name, err)
 		}
 		if got := f.Tensors()[0].Shape(); !slices.Equal(got, []int64{3}) {
 			t.Errorf("%s: shape %v", name, got)
@@ -138,7 +145,7 @@ func TestNPYHeaderBound(t *testing.T) {
 	t.Run("NumPy agrees", func(t *testing.T) {
 		out := runPython(t, "-c", `
 import sys, numpy as np
-for kw in ({}, {"max_header_size": 19999}, {"max_header_size": 20000}):
+for kw in ({}, {"max_header_size": 20019}, {"max_header_size": 20020}):
     try:
         print(np.load(sys.argv[1], **kw).shape)
     except ValueError:
