@@ -96,7 +96,7 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, inString(err, "tensor name")
 	}
 	if sc.ws(); sc.i != len(hdr) {
 		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr[sc.i:]), " "), 40)), "text after the JSON object")

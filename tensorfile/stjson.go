@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/godlpack/dlpack"
 )
 
 // stScanner reads a safetensors JSON header: strict JSON (RFC 8259) with
@@ -146,7 +148,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 				}
 				d := utf16.DecodeRune(r, r2)
 				if d == utf8.RuneError {
-					return nil, fieldErr(ErrFormat, "header string", truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", at))
+					return nil, fieldErr(ErrFormat, stringField, truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", at))
 				}
 				r = d
 			}
@@ -156,6 +158,20 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		}
 	}
 	return nil, s.err("unterminated string")
+}
+
+// stringField is the field of an error about a string's text (an
+// unpaired surrogate escape) until the reader of the string names it
+// (inString).
+const stringField = "header string"
+
+// inString names the string err (from strBytes) is about, when it is a
+// string's text; other errors are returned as they are.
+func inString(err error, field string) error {
+	if fe, ok := err.(*dlpack.FieldError); ok && fe.Field == stringField {
+		return renamed(err, field)
+	}
+	return err
 }
 
 func (s *stScanner) hex4() (rune, bool) {
@@ -365,10 +381,13 @@ func (s *stScanner) metadata() (map[string]string, error) {
 			return fieldErr(ErrFormat, "__metadata__", strconv.Quote(string(k)), "must be an object of strings: the value is not a string")
 		}
 		v, err := s.str()
+		if err != nil {
+			return inString(err, "__metadata__["+strconv.Quote(string(k))+"]")
+		}
 		m[string(k)] = v
-		return err
+		return nil
 	})
-	return m, err
+	return m, inString(err, "__metadata__ key")
 }
 
 // entry reads one tensor's {"dtype", "shape", "data_offsets"}, its shape
@@ -403,7 +422,7 @@ func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 			}
 			v, err := s.strBytes()
 			if err != nil {
-				return err
+				return inString(err, field(".dtype"))
 			}
 			name, ok := safetensorsNames[string(v)] // interned: no allocation
 			if !ok {
@@ -434,10 +453,13 @@ func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 			offs, s.offs = v, v
 			return nil
 		}
-		return s.skip(0)
+		if err := s.skip(0); err != nil {
+			return inString(err, field("."+string(k)))
+		}
+		return nil
 	})
 	if err != nil {
-		return stEntry{}, err
+		return stEntry{}, inString(err, field(" key"))
 	}
 	return checkEntryIn(dims, name, dtype, hasDType, shape, offs)
 }

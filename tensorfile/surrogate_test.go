@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/tensorfile"
 )
 
@@ -38,7 +39,8 @@ func TestSafetensorsSurrogateEscapes(t *testing.T) {
 		p := writeTemp(t, "lone.safetensors", stBytes(`{`+name+entry+`}`, []byte{7}))
 		paths = append(paths, p)
 		_, err := tensorfile.OpenSafetensors(p)
-		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "unpaired UTF-16 surrogate") || !strings.Contains(err.Error(), "header string") {
+		var fe *dlpack.FieldError
+		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "unpaired UTF-16 surrogate") || !errors.As(err, &fe) || fe.Field != "tensor name" {
 			t.Errorf("%s (%s): %v", what, name, err)
 		}
 	}
