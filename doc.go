@@ -31,7 +31,10 @@
 // only describes its memory and gets the rest from [Produce] and [From]:
 // [Array] (a Go slice with a shape), [Buffer], [Foreign] (an import handed
 // on, one release chain) and the bridges' types are Sources. Go to Go,
-// From uses no C at all.
+// From uses no C at all. Produce never hands a consumer a first element
+// misaligned for its type ([DataType.Alignment]): such memory is copied,
+// aligned and flagged [FlagIsCopied], or refused with [ErrAlignment] when
+// the request forbids copies or the memory is on a device.
 //
 //	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
 //	m, err := dlpack.Produce(a, dlpack.DefaultRequest()) // m.Pointer() for C

@@ -194,6 +194,10 @@ type Description struct {
 	// ReadOnly makes every consumer's tensor read-only: FlagReadOnly on
 	// versioned tensors, a copy for legacy ones (which cannot carry it).
 	ReadOnly bool
+	// Copied says the memory is a copy the Source made of its original
+	// (a file's data that was misaligned for its type, say), which writes
+	// do not reach: versioned tensors carry FlagIsCopied.
+	Copied bool
 	// Owner is kept reachable until the last consumer is done; if it
 	// implements Releaser, ReleaseTensor is called then, exactly once.
 	Owner any
@@ -289,7 +293,11 @@ func checkDescription(c *checked, d *Description, dims []int64) error {
 	if d.Data == nil {
 		base = d.Addr
 	}
-	return c.checkGeometry(base, d.Data == nil && dev.Type == CPU, d.Size, d.ByteOffset, d.Shape, d.Strides, d.ReadOnly, dims)
+	err := c.checkGeometry(base, d.Data == nil && dev.Type == CPU, d.Size, d.ByteOffset, d.Shape, d.Strides, d.ReadOnly, dims)
+	if d.Copied {
+		c.flags |= FlagIsCopied
+	}
+	return err
 }
 
 // checkGeometry is the part of checkDescription that every description
@@ -424,6 +432,47 @@ func negotiate(c *checked, req *Request, hostData bool) (copyData bool, err erro
 	return true, nil
 }
 
+// Alignment returns the byte alignment a consumer may assume for the first
+// element of a tensor of type d (and so, elements being whole multiples of
+// it apart, for every element): the size of one scalar (one lane; half a
+// complex number, as C's _Alignof(double _Complex) is _Alignof(double)),
+// reduced to the largest power of two that divides it, and capped at 8,
+// the largest alignment of any C or Go scalar type DLPack carries. Sub-byte
+// types need 1.
+func (d DataType) Alignment() int {
+	bits := int(d.Bits)
+	if d.Code == CodeComplex {
+		bits /= 2
+	}
+	if bits%8 != 0 || bits == 0 {
+		return 1
+	}
+	s := bits / 8
+	return min(s&-s, 8)
+}
+
+// realign decides, for a checked description that negotiate lets share,
+// what to do when its first element is misaligned for its type (a file
+// whose header leaves the data at an odd offset, a foreign producer's
+// pointer): a consumer would read it through a misaligned C pointer. It is
+// copied (aligned, FlagIsCopied on versioned tensors) when the request
+// allows a copy and the CPU can read it, and refused with ErrAlignment
+// otherwise.
+func realign(c *checked, req *Request, hostData bool) (copyData bool, err error) {
+	a := uintptr(c.dtype.Alignment())
+	if c.numel == 0 || c.data%a == 0 {
+		return false, nil
+	}
+	why := fmt.Sprintf("address %#x is %d bytes past a multiple of %d, the alignment of %v", c.data, c.data%a, a, c.dtype)
+	switch {
+	case req.Copy == CopyNever:
+		return false, fieldErr(ErrAlignment, "description.data", fmt.Sprintf("%#x", c.data), why+", and the request forbids copies")
+	case !hostData:
+		return false, fieldErr(ErrAlignment, "description.data", fmt.Sprintf("%#x", c.data), why+", and this package copies only memory the CPU can read; the tensor is on "+c.device.String())
+	}
+	return true, nil
+}
+
 // produceState is Produce's scratch: the Description handed to the Source
 // (a pointer passed to an interface method escapes) and the checked copy,
 // pooled so that an export allocates nothing.
@@ -441,7 +490,10 @@ var producePool = sync.Pool{New: func() any { return new(produceState) }}
 // unless CopyNever; CopyAlways copies; the device must match; CPU tensors
 // take no stream), and hands out either the memory itself, with d.Owner
 // kept until the consumer's deleter runs, or a compact copy in 256-byte
-// aligned C memory that owes nothing to the source.
+// aligned C memory that owes nothing to the source. Memory whose first
+// element is misaligned for its type (DataType.Alignment) is never handed
+// out: it is copied (FlagIsCopied) unless the request forbids copies or the
+// CPU cannot read it, and then refused with ErrAlignment.
 //
 // Offsets are folded into the data pointer (byte_offset is 0, as consumers
 // that ignore byte_offset expect), strides are always sent, and Go memory
@@ -475,6 +527,9 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 	var copyData bool
 	if err == nil {
 		copyData, err = negotiate(c, &req, hostReadable(d, c))
+	}
+	if err == nil && !copyData {
+		copyData, err = realign(c, &req, hostReadable(d, c))
 	}
 	if err == nil && req.HasStream && c.device.Type != CPU && !copyData {
 		if ss, ok := s.(StreamSyncer); ok {
@@ -546,7 +601,7 @@ func exportShared(c *checked, base unsafe.Pointer, size uintptr, owner any, pinn
 	if legacy {
 		deleter = deleterGoLegacy
 	}
-	p := plan{extent: c.extent, ndim: nd, flags: c.flags & FlagReadOnly}
+	p := plan{extent: c.extent, ndim: nd, flags: c.flags & (FlagReadOnly | FlagIsCopied)}
 	m := writeBlock(block, legacy, prefix{handle: uint64(rec.handle), gen: rec.gen.Load(), magic: magicGo}, rec.handle, deleter, data, c.dtype, c.device, &p)
 	goExports.add(rec, 1)
 	return m, nil

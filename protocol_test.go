@@ -3,7 +3,10 @@
 package dlpack_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -526,4 +529,80 @@ func TestBufferDLPackPureC(t *testing.T) {
 	_, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 3, HasStream: true})
 	assert.ErrorIs(t, err, dlpack.ErrRequest)
 	// From's allocations: TestHotPathAllocations.
+}
+
+// misalignedSource describes float64s that start 4 bytes past an 8-byte
+// boundary (as the data of a .npy file whose header is not padded does),
+// or, with device set, the same address on a GPU.
+type misalignedSource struct {
+	raw    []byte
+	device dlpack.Device
+	own    *countingOwner
+}
+
+func (s *misalignedSource) DescribeTensor(d *dlpack.Description) error {
+	*d = dlpack.Description{Data: unsafe.Pointer(&s.raw[4]), Size: 24, DType: dlpack.Float64, Shape: []int64{3}, ReadOnly: true, Owner: s.own}
+	if s.device != (dlpack.Device{}) {
+		d.Data, d.Addr, d.Device = nil, uintptr(unsafe.Pointer(&s.raw[4])), s.device
+	}
+	return nil
+}
+
+// Produce never hands a consumer a pointer misaligned for its type: it
+// copies into aligned memory (FlagIsCopied) when the request allows a
+// copy, and fails with ErrAlignment naming the address otherwise.
+func TestProduceMisalignedCopies(t *testing.T) {
+	raw := dlpack.AlignedSlice[byte](32)
+	for i, v := range []float64{1.5, -2, 3.25} {
+		binary.LittleEndian.PutUint64(raw[4+8*i:], math.Float64bits(v))
+	}
+	s := &misalignedSource{raw: raw, own: new(countingOwner)}
+	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}, {}} {
+		m, err := dlpack.Produce(s, req)
+		require.NoError(t, err, "request %+v", req)
+		var tn *dlpack.Tensor
+		if m.IsLegacy() {
+			tn = &m.Legacy.DLTensor
+		} else {
+			tn = &m.Versioned.DLTensor
+			assert.Equal(t, dlpack.FlagIsCopied, m.Versioned.Flags, "a copy is the consumer's: flagged copied, not read-only")
+		}
+		assert.Zero(t, tn.Data%8, "data %#x misaligned for float64", tn.Data)
+		assert.NotEqual(t, uintptr(unsafe.Pointer(&raw[4])), tn.Data)
+		if m.IsLegacy() {
+			assert.Equal(t, 2.75, cshim.SumLegacy(unsafe.Pointer(m.Legacy)))
+		} else {
+			assert.Equal(t, 2.75, cshim.SumVersioned(unsafe.Pointer(m.Versioned)))
+		}
+		m.Release()
+	}
+	assert.Equal(t, int64(3), s.own.released.Load())
+
+	_, err := dlpack.Produce(s, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever})
+	require.ErrorIs(t, err, dlpack.ErrAlignment)
+	var fe *dlpack.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "description.data", fe.Field)
+	assert.Contains(t, err.Error(), "the alignment of float64")
+	assert.Contains(t, err.Error(), fmt.Sprintf("%#x", uintptr(unsafe.Pointer(&raw[4]))))
+
+	// Device memory cannot be copied here: refused, whatever the request.
+	g := &misalignedSource{raw: raw, device: dlpack.Device{Type: dlpack.CUDA}, own: new(countingOwner)}
+	_, err = dlpack.Produce(g, dlpack.DefaultRequest())
+	require.ErrorIs(t, err, dlpack.ErrAlignment)
+	assert.Contains(t, err.Error(), "cuda")
+	assert.Equal(t, int64(1), g.own.released.Load())
+	assert.Zero(t, dlpack.Outstanding())
+}
+
+func TestDataTypeAlignment(t *testing.T) {
+	for dt, want := range map[dlpack.DataType]int{
+		dlpack.Bool: 1, dlpack.Int8: 1, dlpack.Float16: 2, dlpack.BFloat16: 2, dlpack.Float32: 4,
+		dlpack.Float64: 8, dlpack.Int64: 8, dlpack.Complex64: 4, dlpack.Complex128: 8,
+		dlpack.Float8E4M3FN: 1, {Code: dlpack.CodeFloat4E2M1FN, Bits: 4, Lanes: 1}: 1,
+		{Code: dlpack.CodeFloat, Bits: 32, Lanes: 4}: 4, {Code: dlpack.CodeOpaqueHandle, Bits: 24, Lanes: 1}: 1,
+		{Code: dlpack.CodeOpaqueHandle, Bits: 128, Lanes: 1}: 8,
+	} {
+		assert.Equal(t, want, dt.Alignment(), "%v", dt)
+	}
 }

@@ -132,6 +132,23 @@ for f in safetensors npy; do
 	printf '| %s: Go 1 GiB / 1 KiB (alternating, median) | %.2f× | | |\n' "$f" "$(tfratio "$f")"
 done
 
+# Opening a file of 10,000 tensors and listing their names, beside
+# safetensors' safe_open + keys() on the same file, in interleaved rounds
+# (one run of each per round), medians.
+go test -c -o .build/tensorfile.test ./tensorfile >&2
+tfnames=""
+for _ in $(seq "$COUNT"); do
+	tfnames+="go $(TENSORFILE_BENCH_DIR=$tfdir .build/tensorfile.test -test.run '^$' -test.bench '^BenchmarkOpenNames$' | awk '/^Benchmark/ { print $3 }')"$'\n'
+	tfnames+="py $(.venv-bench/bin/python bench/tensorfiles.py names "$tfdir")"$'\n'
+done
+tfnamesmedian() {
+	printf '%s' "$tfnames" | awk -v n="$1" '$1 == n { print $2 }' | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+printf '| safetensors, 10,000 float32 4×4 tensors: open and list the names (Go: OpenSafetensors, Name of each, Close; safetensors: safe_open + keys()), %d interleaved rounds | %.1f | | %.1f |\n' \
+	"$COUNT" "$(echo "$(tfnamesmedian go) / 1000" | bc -l)" "$(echo "$(tfnamesmedian py) / 1000" | bc -l)"
+status "open a 10,000-tensor safetensors file and list its names at or under safe_open + keys()" "$(tfnamesmedian go)" "$(tfnamesmedian py)" 1.0 0
+
 # GoMLX (package dlgomlx): the bridge beside GoMLX's own copying paths
 # for 1 KiB, 1 MiB and 256 MiB of float32; the zero-copy rows must not
 # grow with the size.

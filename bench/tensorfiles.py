@@ -6,8 +6,11 @@ BenchmarkOpenExport (package tensorfile) opens.
   tensorfiles.py make DIR   writes the files: 4 float32 tensors (safetensors)
                             and one float32 array (.npy), of 1 KiB and 1 GiB
                             each, sparse (the data is a hole, never written),
-                            and a safetensors file of 1000 4x4 float32 tensors
+                            and a safetensors file of 1000 4x4 float32 tensors,
+                            and one of 10,000 (names.safetensors)
   tensorfiles.py time DIR   prints "<name> <ns per op>" lines
+  tensorfiles.py names DIR  prints the ns per safe_open + keys() of
+                            names.safetensors (BenchmarkOpenNames in Go)
 """
 import json
 import os
@@ -36,16 +39,17 @@ def make(d):
             np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (total // 4,)})
             head = f.tell()
         os.truncate(p, head + total)
-    # a header like a model's: 1000 small tensors
-    hdr = {f"model.layers.{i // 10}.mlp.weight_{i % 10}": {"dtype": "F32", "shape": [4, 4],
-                                                            "data_offsets": [i * 64, (i + 1) * 64]}
-           for i in range(1000)}
-    js = json.dumps(hdr, separators=(",", ":")).encode()
-    js += b" " * (-len(js) % 8)
-    p = os.path.join(d, "many.safetensors")
-    with open(p, "wb") as f:
-        f.write(struct.pack("<Q", len(js)) + js)
-    os.truncate(p, 8 + len(js) + 1000 * 64)
+    # headers like a model's: 1000 and 10,000 small tensors
+    for n, name in [(1000, "many"), (10_000, "names")]:
+        hdr = {f"model.layers.{i // 10}.mlp.weight_{i % 10}": {"dtype": "F32", "shape": [4, 4],
+                                                                "data_offsets": [i * 64, (i + 1) * 64]}
+               for i in range(n)}
+        js = json.dumps(hdr, separators=(",", ":")).encode()
+        js += b" " * (-len(js) % 8)
+        p = os.path.join(d, f"{name}.safetensors")
+        with open(p, "wb") as f:
+            f.write(struct.pack("<Q", len(js)) + js)
+        os.truncate(p, 8 + len(js) + n * 64)
 
 
 def bench(fn, budget=1.0, least=5):
@@ -83,5 +87,16 @@ def timeall(d):
     print(f"safetensors/1000tensors {bench(manyload):.0f}")
 
 
+def names(d):
+    import safetensors
+
+    p = os.path.join(d, "names.safetensors")
+
+    def opennames():
+        with safetensors.safe_open(p, framework="numpy") as f:
+            f.keys()
+    print(f"{bench(opennames):.0f}")
+
+
 if __name__ == "__main__":
-    {"make": make, "time": timeall}[sys.argv[1]](sys.argv[2])
+    {"make": make, "time": timeall, "names": names}[sys.argv[1]](sys.argv[2])

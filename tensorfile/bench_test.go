@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,12 +47,29 @@ func benchFiles(b *testing.B, total int64) map[string]string {
 		many += fmt.Sprintf(`"model.layers.%d.mlp.weight_%d":{"dtype":"F32","shape":[4,4],"data_offsets":[%d,%d]}`, i/10, i%10, i*64, (i+1)*64)
 	}
 	mf := stBytes(many+"}", nil)
+	names := stBytes(modelHeader(10_000), nil)
 	npy := npyBytes(fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }", total/4), nil)
 	return map[string]string{
 		"safetensors": sparseFile(b, "b.safetensors", st, int64(len(st))+4*per*4),
 		"npy":         sparseFile(b, "b.npy", npy, int64(len(npy))+total),
 		"many":        sparseFile(b, "many.safetensors", mf, int64(len(mf))+1000*64),
+		"names":       sparseFile(b, "names.safetensors", names, int64(len(names))+10_000*64),
 	}
+}
+
+// modelHeader is the JSON header of n float32 4x4 tensors named as a
+// model's layers are (bench/tensorfiles.py writes the same).
+func modelHeader(n int) string {
+	var sb strings.Builder
+	sb.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `"model.layers.%d.mlp.weight_%d":{"dtype":"F32","shape":[4,4],"data_offsets":[%d,%d]}`, i/10, i%10, i*64, (i+1)*64)
+	}
+	sb.WriteByte('}')
+	return sb.String()
 }
 
 // benchPaths returns the files of benchFiles, or with TENSORFILE_BENCH_DIR
@@ -62,6 +80,7 @@ func benchPaths(b *testing.B, name string, total int64) map[string]string {
 			"safetensors": filepath.Join(dir, "b-"+name+".safetensors"),
 			"npy":         filepath.Join(dir, "b-"+name+".npy"),
 			"many":        filepath.Join(dir, "many.safetensors"),
+			"names":       filepath.Join(dir, "names.safetensors"),
 		}
 	}
 	return benchFiles(b, total)
@@ -138,6 +157,27 @@ func BenchmarkOpenExport(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkOpenNames opens a safetensors file of 10,000 tensors, reads
+// every name and closes it: what safetensors' safe_open and keys() do
+// (bench/tensorfiles.py times that on the same file for make compare).
+func BenchmarkOpenNames(b *testing.B) {
+	p := benchPaths(b, "1KiB", 1<<10)["names"]
+	n := 0
+	for b.Loop() {
+		f, err := tensorfile.OpenSafetensors(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range f.Tensors() {
+			n += len(t.Name())
+		}
+		f.Close()
+	}
+	if n == 0 {
+		b.Fatal("no names")
 	}
 }
 

@@ -26,7 +26,15 @@
 // package pycapsule a capsule for Python; none copies.
 //
 //   - .npy (format 1.0, 2.0 and 3.0): C order gives row-major strides,
-//     Fortran order column-major ones. dtypes: bool, int8..int64,
+//     Fortran order column-major ones. Data misaligned for its element
+//     type (a header not padded to 16 or 64 bytes, which NumPy reads) is
+//     copied into a dlpack.Buffer instead, and refused by a ReadWrite open.
+//     Python 2's long dimensions, (2L, 3L), are read from 1.0 and 2.0
+//     headers, as NumPy reads them. Headers longer than NumPy's
+//     max_header_size (DefaultMaxNPYHeader, 10,000 bytes) fail with
+//     ErrFormat before they are read, in .npy files and .npz members;
+//     MaxNPYHeader, an option of OpenNPY and ReadNPY, raises the bound
+//     for trusted files. dtypes: bool, int8..int64,
 //     uint8..uint64, float16, float32, float64, complex64, complex128, in
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
 //     with ErrByteOrder (ReadNPY converts it into a Buffer); object,
@@ -41,7 +49,8 @@
 //     not padded to 8 bytes, as files written before the reference
 //     implementation padded it have) is copied into a dlpack.Buffer
 //     instead, and refused by a ReadWrite open. dtypes: BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64,
-//     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu); the
+//     F8_E4M3 (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu),
+//     F8_E4M3FNUZ, F8_E5M2FNUZ (float8_e4m3fnuz, float8_e5m2fnuz); the
 //     sub-byte F4 and F6 types fail with ErrDType. Like the reference
 //     implementation, the tensors must tile the data section exactly.
 //

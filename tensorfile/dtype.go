@@ -69,25 +69,30 @@ func npyDescr(dt dlpack.DataType) (string, error) {
 }
 
 // safetensorsTypes maps the safetensors dtype names to DLPack types. F8_E4M3
-// is the finite-only e4m3 (float8_e4m3fn), as in PyTorch and ml_dtypes.
+// is the finite-only e4m3 (float8_e4m3fn), as in PyTorch and ml_dtypes;
+// F8_E4M3FNUZ and F8_E5M2FNUZ are ml_dtypes' float8_e4m3fnuz and
+// float8_e5m2fnuz (finite, unsigned zero, NaN 0x80), as the safetensors
+// package names them.
 var safetensorsTypes = map[string]dlpack.DataType{
-	"BOOL":    dlpack.Bool,
-	"U8":      dlpack.Uint8,
-	"I8":      dlpack.Int8,
-	"F8_E5M2": dlpack.Float8E5M2,
-	"F8_E4M3": dlpack.Float8E4M3FN,
-	"F8_E8M0": dlpack.Float8E8M0FNU,
-	"I16":     dlpack.Int16,
-	"U16":     dlpack.Uint16,
-	"F16":     dlpack.Float16,
-	"BF16":    dlpack.BFloat16,
-	"I32":     dlpack.Int32,
-	"U32":     dlpack.Uint32,
-	"F32":     dlpack.Float32,
-	"C64":     dlpack.Complex64,
-	"F64":     dlpack.Float64,
-	"I64":     dlpack.Int64,
-	"U64":     dlpack.Uint64,
+	"BOOL":        dlpack.Bool,
+	"U8":          dlpack.Uint8,
+	"I8":          dlpack.Int8,
+	"F8_E5M2":     dlpack.Float8E5M2,
+	"F8_E4M3":     dlpack.Float8E4M3FN,
+	"F8_E8M0":     dlpack.Float8E8M0FNU,
+	"F8_E4M3FNUZ": dlpack.Float8E4M3FNUZ,
+	"F8_E5M2FNUZ": dlpack.Float8E5M2FNUZ,
+	"I16":         dlpack.Int16,
+	"U16":         dlpack.Uint16,
+	"F16":         dlpack.Float16,
+	"BF16":        dlpack.BFloat16,
+	"I32":         dlpack.Int32,
+	"U32":         dlpack.Uint32,
+	"F32":         dlpack.Float32,
+	"C64":         dlpack.Complex64,
+	"F64":         dlpack.Float64,
+	"I64":         dlpack.Int64,
+	"U64":         dlpack.Uint64,
 }
 
 // badSafetensorsDType is the error for a dtype name safetensorsTypes lacks.
@@ -125,7 +130,12 @@ func layout(field string, shape []int64, itemSize int, fortran bool) (nbytes int
 	if len(shape) > dlpack.MaxNDim {
 		return 0, nil, fieldErr(ErrLayout, field, len(shape), "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
 	}
-	strides = make([]int64, len(shape))
+	return layoutInto(field, shape, itemSize, fortran, make([]int64, len(shape)))
+}
+
+// layoutInto is layout writing the strides into strides (len(shape) of
+// them, at most dlpack.MaxNDim).
+func layoutInto(field string, shape []int64, itemSize int, fortran bool, strides []int64) (nbytes int64, _ []int64, err error) {
 	numel := int64(1)
 	for k := range shape {
 		i := len(shape) - 1 - k

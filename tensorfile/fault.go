@@ -2,6 +2,7 @@ package tensorfile
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -45,27 +46,36 @@ func (m *mapping) unregister() {
 	delete(live.m, m)
 }
 
-// mappedAt returns the range of the live mapping holding [p, p+n), if any.
-func mappedAt(p, n uintptr) (base, size uintptr, ok bool) {
+// mappedAt returns the live mapping holding [p, p+n), if any.
+func mappedAt(p, n uintptr) (*mapping, bool) {
 	live.Lock()
 	defer live.Unlock()
 	for m := range live.m {
 		b := uintptr(unsafe.Pointer(unsafe.SliceData(m.data)))
 		if p >= b && p-b < uintptr(len(m.data)) && n <= uintptr(len(m.data))-(p-b) {
-			return b, uintptr(len(m.data)), true
+			return m, true
 		}
 	}
-	return 0, 0, false
+	return nil, false
 }
 
-// guardMapped runs fn, turning a fault inside [base, base+size) into an
-// error wrapping ErrTruncated for field.
-func guardMapped(field string, base, size uintptr, fn func() error) error {
-	err := fault.Guard(base, size, fn)
-	if fe, ok := err.(*fault.Error); ok {
-		return fieldErr(ErrTruncated, field, fmt.Sprintf("byte %d of the mapping", fe.Offset), "the file was cut short while mapped (another process truncated or rewrote it); the lost pages cannot be read")
+// guardMapped runs fn, which reads the n bytes at p in the mapping m,
+// turning a fault inside the mapping into an error wrapping ErrTruncated
+// that names the file's size now (and the bytes read and the size mapped,
+// which the file no longer has).
+func guardMapped(field string, m *mapping, p, n uintptr, fn func() error) error {
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m.data)))
+	err := fault.Guard(base, uintptr(len(m.data)), fn)
+	if _, ok := err.(*fault.Error); !ok {
+		return err
 	}
-	return err
+	lo := p - base
+	now := "of unknown size"
+	if st, err := os.Stat(m.path); err == nil {
+		now = fmt.Sprintf("%d bytes", st.Size())
+	}
+	return fieldErr(ErrTruncated, field, fmt.Sprintf("bytes %d..%d of %s", lo, lo+n, m.path),
+		fmt.Sprintf("the file was cut short while mapped: it is now %s, was %d when mapped (another process truncated or rewrote it); the lost pages cannot be read", now, len(m.data)))
 }
 
 // CopyTo copies the tensor's data bytes (NBytes of them, in the file's
@@ -91,8 +101,7 @@ func (t *Tensor) CopyTo(dst []byte) (int, error) {
 		return copy(dst, t.buf.Data()), nil
 	}
 	src := unsafe.Slice((*byte)(t.data), n)
-	base := uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data)))
-	err := guardMapped("tensor "+fmt.Sprintf("%q", t.name), base, uintptr(len(f.m.data)), func() error {
+	err := guardMapped("tensor "+fmt.Sprintf("%q", t.name), f.m, uintptr(t.data), uintptr(n), func() error {
 		copy(dst[:n], src)
 		return nil
 	})

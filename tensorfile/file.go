@@ -13,7 +13,23 @@ import (
 )
 
 // Option changes how a file is opened.
-type Option struct{ writable bool }
+type Option struct {
+	writable     bool
+	maxNPYHeader int64 // 0: DefaultMaxNPYHeader
+}
+
+// DefaultMaxNPYHeader is the longest .npy header read unless
+// MaxNPYHeader allows more: NumPy's default max_header_size (10,000
+// bytes), far more than any header NumPy writes (64 dimensions take about
+// 1,500).
+const DefaultMaxNPYHeader = 10_000
+
+// MaxNPYHeader sets the longest .npy header (the dict literal, in bytes)
+// that is read, for trusted files whose headers exceed
+// DefaultMaxNPYHeader, as NumPy's max_header_size does. The length is
+// checked before the header is read: a longer one fails with ErrFormat,
+// whatever the file's size.
+func MaxNPYHeader(n int) Option { return Option{maxNPYHeader: int64(max(n, 1))} }
 
 // ReadWrite maps the file read-write (shared): tensors are writable, and
 // writes through them reach the file. Without it files are mapped
@@ -40,10 +56,13 @@ type File struct {
 	closed   bool
 	m        *mapping // nil when nothing is mapped (ReadNPY)
 	writable bool
-	tensors  []*Tensor
-	byName   map[string]*Tensor
-	meta     map[string]string
-	bufs     []*dlpack.Buffer[uint8]
+	// maxNPYHeader bounds .npy header lengths (0: DefaultMaxNPYHeader).
+	maxNPYHeader int64
+	tensors      []*Tensor
+	byName       map[string]*Tensor // built by add, or on first use (index)
+	indexOnce    sync.Once
+	meta         map[string]string
+	bufs         []*dlpack.Buffer[uint8]
 
 	path  string      // as opened, for Lease
 	info  os.FileInfo // of the mapped file, for Lease
@@ -56,6 +75,7 @@ type File struct {
 type mapping struct {
 	data []byte
 	refs atomic.Int64
+	path string // the file mapped, for errors
 }
 
 var (
@@ -89,9 +109,12 @@ func (m *mapping) release() {
 // opening faults in no page of it (a fault in a large mapping of a file
 // is what makes opening cost more for a large file).
 func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
-	writable := false
+	writable, maxNPY := false, int64(0)
 	for _, o := range opts {
 		writable = writable || o.writable
+		if o.maxNPYHeader != 0 {
+			maxNPY = o.maxNPYHeader
+		}
 	}
 	flag := os.O_RDONLY
 	if writable {
@@ -123,11 +146,19 @@ func openFile(path string, opts []Option) (*File, *os.File, int64, error) {
 		fd.Close()
 		return nil, nil, 0, fmt.Errorf("tensorfile: mapping %s: %w", path, err)
 	}
-	m := &mapping{data: data}
+	m := &mapping{data: data, path: path}
 	m.refs.Store(1)
 	m.register()
 	liveMappings.Add(1)
-	return &File{m: m, writable: writable, path: path, info: st}, fd, size, nil
+	return &File{m: m, writable: writable, maxNPYHeader: maxNPY, path: path, info: st}, fd, size, nil
+}
+
+// npyHeaderLimit is the longest .npy header f reads.
+func (f *File) npyHeaderLimit() int64 {
+	if f.maxNPYHeader > 0 {
+		return f.maxNPYHeader
+	}
+	return DefaultMaxNPYHeader
 }
 
 // regular refuses a path that exists and is not a regular file, before
@@ -184,6 +215,7 @@ func (f *File) Tensors() []*Tensor { return append([]*Tensor(nil), f.tensors...)
 
 // Tensor returns the tensor named name, or an error wrapping ErrNotFound.
 func (f *File) Tensor(name string) (*Tensor, error) {
+	f.indexOnce.Do(f.index)
 	if t, ok := f.byName[name]; ok {
 		return t, nil
 	}
@@ -216,6 +248,20 @@ func (f *File) MappedRange() (addr uintptr, size int) {
 		return 0, 0
 	}
 	return uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data))), len(f.m.data)
+}
+
+// index builds byName for a File whose tensors were listed without add
+// (safetensors: the header parse has checked that names are unique), so
+// that opening a file of many tensors and listing them hashes each name
+// once, not twice.
+func (f *File) index() {
+	if f.byName != nil {
+		return
+	}
+	f.byName = make(map[string]*Tensor, len(f.tensors))
+	for _, t := range f.tensors {
+		f.byName[t.name] = t
+	}
 }
 
 func (f *File) add(t *Tensor) error {
@@ -265,10 +311,10 @@ func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
 func (t *Tensor) NBytes() int64 { return t.nbytes }
 
 // Mapped reports whether the tensor is a view of the file's mapping (true
-// for .npy tensors, and for safetensors tensors and stored .npz members
-// suitably aligned for their type) rather than a copy in a dlpack.Buffer
-// (deflated or misaligned .npz members, misaligned safetensors tensors,
-// ReadNPY).
+// for .npy tensors, safetensors tensors and stored .npz members aligned
+// for their type: dlpack.DataType.Alignment) rather than a copy in a
+// dlpack.Buffer (deflated .npz members; misaligned .npy, .npz and
+// safetensors data; ReadNPY). Exports of a copy carry dlpack.FlagIsCopied.
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 
 // ReadOnly reports whether exports of the tensor are read-only.

@@ -89,3 +89,64 @@ with safe_open(sys.argv[1], framework="numpy") as f:
 		}
 	})
 }
+
+// A .npy file whose header is not padded to 16 or 64 bytes (NumPy reads
+// it) puts float64 data at file offset 68: the tensor is read into a
+// Buffer (Mapped false, "copied"), its exports are aligned and flagged
+// FlagIsCopied, and they hold what NumPy reads. A writable open refuses it.
+func TestNPYMisalignedHeader(t *testing.T) {
+	noLiveMappings(t)
+	hdr := "{'descr': '<f8', 'fortran_order': False, 'shape': (3,)}"
+	hdr += strings.Repeat(" ", 68-10-len(hdr)-1) + "\n"
+	file := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)), 0)
+	file = append(file, hdr...)
+	if len(file) != 68 {
+		t.Fatalf("data at %d, want 68", len(file))
+	}
+	var data []byte
+	for _, v := range []float64{1.5, -2, math.Pi} {
+		data = binary.LittleEndian.AppendUint64(data, math.Float64bits(v))
+	}
+	path := writeTemp(t, "unpadded.npy", append(file, data...))
+
+	f, err := tensorfile.OpenNPY(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tn := f.Tensors()[0]
+	if tn.Mapped() || !strings.Contains(tn.String(), "copied") {
+		t.Errorf("%v: want a copy", tn)
+	}
+	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever}} {
+		m, err := dlpack.Produce(tn, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Versioned.DLTensor.Data%8 != 0 || m.Versioned.Flags&dlpack.FlagIsCopied == 0 {
+			t.Errorf("%+v: data %#x, flags %v: want 8-byte aligned, copied", req, m.Versioned.DLTensor.Data, m.Versioned.Flags)
+		}
+		g, err := m.Import()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, first, err := dlpack.ReadOnlyBytes(g)
+		if err != nil || !bytes.Equal(got[first:], data) {
+			t.Errorf("% x, %v; want % x", got, err, data)
+		}
+		g.Close()
+	}
+	if _, err := tensorfile.OpenNPY(path, tensorfile.ReadWrite()); !errors.Is(err, tensorfile.ErrLayout) || !strings.Contains(err.Error(), "offset 68") {
+		t.Errorf("ReadWrite: %v, want ErrLayout naming offset 68", err)
+	}
+
+	t.Run("NumPy reads it too", func(t *testing.T) {
+		out := runPython(t, "-c", `
+import sys, numpy as np
+print(np.load(sys.argv[1]).tobytes().hex())
+`, path)
+		if strings.TrimSpace(out) != hex.EncodeToString(data) {
+			t.Errorf("NumPy reads %s", out)
+		}
+	})
+}

@@ -221,6 +221,11 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 	h.shape = []int64{}
 	for !l.accept(')') {
 		w := l.word()
+		if h.major <= 2 && len(w) > 1 && w[len(w)-1] == 'L' {
+			// Python 2 wrote longs as 2L; NumPy reads them from 1.0 and
+			// 2.0 headers (with a warning), dropping the L.
+			w = w[:len(w)-1]
+		}
 		n, err := strconv.ParseInt(w, 10, 64)
 		if err != nil || w[0] == '+' || (len(w) > 1 && w[0] == '0') {
 			if errors.Is(err, strconv.ErrRange) && w[0] != '-' {
@@ -251,16 +256,21 @@ func (h *npyHeader) parseShape(l *npyLexer) error {
 // OpenNPY maps the .npy file at path (read-only unless ReadWrite) and
 // returns a File holding one tensor, named "", a view of the file's data:
 // row-major strides for C order, column-major for Fortran order. Nothing
-// of the data is read. Big-endian arrays fail with ErrByteOrder (ReadNPY
+// of the data is read, unless it is misaligned for its element type (a
+// header not padded to 16 or 64 bytes): it is then read into a
+// dlpack.Buffer (Tensor.Mapped is false; a ReadWrite open fails with
+// ErrLayout instead). Big-endian arrays fail with ErrByteOrder (ReadNPY
 // converts them); object and structured dtypes with ErrDType; headers
-// that disagree with the file's size with ErrTruncated.
+// that disagree with the file's size with ErrTruncated; headers over
+// DefaultMaxNPYHeader bytes with ErrFormat, unless MaxNPYHeader allows
+// them.
 func OpenNPY(path string, opts ...Option) (*File, error) {
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	t, err := npyTensor(f.m, io.NewSectionReader(fd, 0, size), 0, size, "", !f.writable)
+	t, err := f.npyFile(fd, size)
 	if err == nil {
 		err = f.add(t)
 	}
@@ -271,19 +281,71 @@ func OpenNPY(path string, opts ...Option) (*File, error) {
 	return f, nil
 }
 
-// readNPYHeader reads the header of the .npy of n bytes in r.
+// npyFile returns the tensor of the .npy file of size bytes open as fd and
+// mapped as f: a view of the mapping, or, when the data's offset is
+// misaligned for its type (a header not padded to 16 or 64 bytes, which
+// NumPy reads), a copy in a Buffer, since consumers need aligned elements;
+// a ReadWrite open refuses it (a copy would not write to the file).
+func (f *File) npyFile(fd io.ReaderAt, size int64) (*Tensor, error) {
+	r := io.NewSectionReader(fd, 0, size)
+	h, err := readNPYHeaderMax(r, size, f.npyHeaderLimit())
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkSize(size); err != nil {
+		return nil, err
+	}
+	if h.bigEndian || h.dataOffset%int64(h.dtype.Alignment()) == 0 || h.nbytes == 0 {
+		return mappedNPY(f.m, h, 0, "", !f.writable)
+	}
+	if f.writable {
+		return nil, fieldErr(ErrLayout, "header_len", h.dataOffset, fmt.Sprintf("the data at file offset %d is misaligned for %v: a copy would not write to the file", h.dataOffset, h.dtype))
+	}
+	return copyNPY(f, io.NewSectionReader(fd, 0, size), size, "", true)
+}
+
+// readNPYHeader reads the header of the .npy of n bytes in r, refusing
+// headers over DefaultMaxNPYHeader.
 func readNPYHeader(r io.ReaderAt, n int64) (*npyHeader, error) {
+	return readNPYHeaderMax(r, n, DefaultMaxNPYHeader)
+}
+
+// npyHeaderLen returns the header length that the preamble pre (at least
+// 10 bytes, 12 for version 2.0 and 3.0) declares, and where the header
+// starts; 0, 0 when pre is no .npy preamble (parseNPYHeader says why).
+func npyHeaderLen(pre []byte) (hlen, start int64) {
+	switch {
+	case len(pre) < 10 || string(pre[:6]) != npyMagic:
+	case pre[6] == 1:
+		return int64(binary.LittleEndian.Uint16(pre[8:])), 10
+	case len(pre) >= 12:
+		return int64(binary.LittleEndian.Uint32(pre[8:])), 12
+	}
+	return 0, 0
+}
+
+// checkHeaderLen refuses a declared .npy header longer than limit, before
+// anything of it is read: NumPy bounds headers too (max_header_size), and
+// a file may claim 4 GiB.
+func checkHeaderLen(hlen, limit int64) error {
+	if hlen > limit {
+		return fieldErr(ErrFormat, "header_len", hlen, fmt.Sprintf("over the %d-byte limit on .npy headers (NumPy's max_header_size; MaxNPYHeader raises it for trusted files)", limit))
+	}
+	return nil
+}
+
+// readNPYHeaderMax reads the header of the .npy of n bytes in r, refusing
+// headers longer than limit bytes.
+func readNPYHeaderMax(r io.ReaderAt, n, limit int64) (*npyHeader, error) {
 	pre, err := readPrefix(r, 12, n)
 	if err != nil {
 		return nil, err
 	}
-	if len(pre) >= 12 && string(pre[:6]) == npyMagic {
-		hlen := int64(binary.LittleEndian.Uint32(pre[8:]))
-		if pre[6] == 1 {
-			hlen = 10 + int64(binary.LittleEndian.Uint16(pre[8:]))
-		} else {
-			hlen += 12
+	if hlen, start := npyHeaderLen(pre); start != 0 {
+		if err := checkHeaderLen(hlen, limit); err != nil {
+			return nil, err
 		}
+		hlen += start
 		if hlen > 12 && hlen <= n {
 			if pre, err = readPrefix(r, hlen, n); err != nil {
 				return nil, err
@@ -303,6 +365,12 @@ func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bo
 	if err := h.checkSize(n); err != nil {
 		return nil, err
 	}
+	return mappedNPY(m, h, off, name, readOnly)
+}
+
+// mappedNPY returns the tensor of the .npy at byte off of the mapping m,
+// whose header is h, as a view of the mapping.
+func mappedNPY(m *mapping, h *npyHeader, off int64, name string, readOnly bool) (*Tensor, error) {
 	if h.bigEndian {
 		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; ReadNPY converts it")
 	}
@@ -326,8 +394,9 @@ func (h *npyHeader) checkSize(n int64) error {
 // dlpack.Buffer) and returns a File holding that copy, in native (little-
 // endian) byte order: the explicit way to open big-endian arrays. Its
 // tensor is writable and not Mapped; writes do not reach the file. Buffers
-// need cgo: without it ReadNPY fails with dlpack.ErrCgoRequired.
-func ReadNPY(path string) (*File, error) {
+// need cgo: without it ReadNPY fails with dlpack.ErrCgoRequired. Of the
+// options only MaxNPYHeader applies (the copy is always writable).
+func ReadNPY(path string, opts ...Option) (*File, error) {
 	if err := regular(path); err != nil {
 		return nil, err
 	}
@@ -341,6 +410,11 @@ func ReadNPY(path string) (*File, error) {
 		return nil, err
 	}
 	f := &File{writable: true}
+	for _, o := range opts {
+		if o.maxNPYHeader != 0 {
+			f.maxNPYHeader = o.maxNPYHeader
+		}
+	}
 	t, err := copyNPY(f, fd, st.Size(), "", false)
 	if err == nil {
 		err = f.add(t)
@@ -362,15 +436,11 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 	}
 	pre = pre[:n]
 	need := int64(10)
-	if len(pre) >= 10 && string(pre[:6]) == npyMagic {
-		switch pre[6] {
-		case 1:
-			need += int64(binary.LittleEndian.Uint16(pre[8:]))
-		default:
-			if len(pre) >= 12 {
-				need = 12 + int64(binary.LittleEndian.Uint32(pre[8:]))
-			}
+	if hlen, start := npyHeaderLen(pre); start != 0 {
+		if err := checkHeaderLen(hlen, f.npyHeaderLimit()); err != nil {
+			return nil, err
 		}
+		need = start + hlen
 	}
 	if need > size {
 		need = int64(len(pre)) // parseNPYHeader reports the lie

@@ -28,6 +28,8 @@ var goTypes = []goType{
 	{dlpack.Complex64, "<c8", "C64", ""}, {dlpack.Complex128, "<c16", "", ""},
 	{dlpack.BFloat16, "", "BF16", "bfloat16"}, {dlpack.Float8E4M3FN, "", "F8_E4M3", "float8_e4m3fn"},
 	{dlpack.Float8E5M2, "", "F8_E5M2", "float8_e5m2"},
+	{dlpack.Float8E4M3FNUZ, "", "F8_E4M3FNUZ", "float8_e4m3fnuz"}, {dlpack.Float8E5M2FNUZ, "", "F8_E5M2FNUZ", "float8_e5m2fnuz"},
+	{dlpack.Float8E8M0FNU, "", "F8_E8M0", "float8_e8m0fnu"},
 }
 
 // pattern is n elements of dt, every byte varied (bools 0 and 1).

@@ -71,10 +71,17 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 		return nil, err
 	}
 	h := &stHeader{dataBase: 8 + int64(len(hdr))}
-	sc := &stScanner{b: hdr}
-	seen := make(map[string]bool, bytes.Count(hdr, []byte(`"data_offsets"`))+1)
+	// Names are substrings of one copy of the header (one allocation,
+	// not one per tensor), unless they hold escapes.
+	sc := &stScanner{b: hdr, s: string(hdr)}
+	// One '{' per entry as a rule (a fast count), bounded by the shortest
+	// entry's size should strings hold braces.
+	n := min(bytes.Count(hdr, []byte{'{'}), len(hdr)/48)
+	seen := make(map[string]bool, n+1)
+	h.entries = make([]stEntry, 0, n)
+	var dims dimArena
 	err = sc.object(func(key []byte) error {
-		name := string(key)
+		name := sc.text(key)
 		if seen[name] {
 			return fieldErr(ErrFormat, "header", name, "the name appears twice")
 		}
@@ -84,12 +91,12 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 			h.meta = m
 			return err
 		}
-		e, err := sc.entry(name)
+		e, err := sc.entry(name, &dims)
 		h.entries = append(h.entries, e)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, inString(err, "tensor name")
 	}
 	if sc.ws(); sc.i != len(hdr) {
 		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr[sc.i:]), " "), 40)), "text after the JSON object")
@@ -97,16 +104,41 @@ func parseSafetensors(b []byte, size int64) (*stHeader, error) {
 	return h, h.checkOffsets(size - h.dataBase)
 }
 
+// dimArena hands out the shapes and strides of a header's entries from
+// shared blocks: one allocation per few thousand tensors, not two each.
+type dimArena struct{ buf []int64 }
+
+// take returns n zeroed int64s (never nil) that no other take returns.
+func (a *dimArena) take(n int) []int64 {
+	if len(a.buf) < n || a.buf == nil {
+		a.buf = make([]int64, max(n, 4096))
+	}
+	s := a.buf[:n:n]
+	a.buf = a.buf[n:]
+	return s
+}
+
 func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEntry, error) {
+	var dt string
+	if dtype != nil {
+		dt = *dtype
+	}
+	return checkEntryIn(new(dimArena), name, dt, dtype != nil, shape, offs)
+}
+
+// checkEntryIn checks one entry of a header (hasDType says whether
+// "dtype" was given, shape and offs are nil when absent), taking its
+// shape and strides from dims.
+func checkEntryIn(dims *dimArena, name string, dtype string, hasDType bool, shape []uint64, offs []uint64) (stEntry, error) {
 	// Field names are built only for errors: headers list thousands.
 	field := func(suffix string) string { return strconv.Quote(name) + suffix }
 	e := stEntry{name: name}
-	if dtype == nil || shape == nil || offs == nil {
+	if !hasDType || shape == nil || offs == nil {
 		return e, fieldErr(ErrFormat, field(""), "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
 	}
-	dt, ok := safetensorsTypes[*dtype]
+	dt, ok := safetensorsTypes[dtype]
 	if !ok {
-		return e, badSafetensorsDType(field(".dtype"), *dtype)
+		return e, badSafetensorsDType(field(".dtype"), dtype)
 	}
 	e.dtype = dt
 	if len(offs) != 2 {
@@ -118,14 +150,18 @@ func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEn
 		}
 	}
 	e.begin, e.end = int64(offs[0]), int64(offs[1])
-	e.shape = make([]int64, len(shape))
+	if len(shape) > dlpack.MaxNDim {
+		return e, fieldErr(ErrLayout, field(".shape"), len(shape), "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
+	}
+	both := dims.take(2 * len(shape))
+	e.shape = both[:len(shape):len(shape)]
 	for i, d := range shape {
 		if d > 1<<63-1 {
 			return e, fieldErr(ErrLayout, field(".shape"), shape, "dimension overflows int64")
 		}
 		e.shape[i] = int64(d)
 	}
-	nbytes, strides, err := layout("shape", e.shape, dt.ItemSize(), false)
+	nbytes, strides, err := layoutInto("shape", e.shape, dt.ItemSize(), false, both[len(shape):])
 	if err != nil {
 		return e, renamed(err, field(".shape"))
 	}
@@ -142,9 +178,12 @@ func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEn
 // checkOffsets sorts the entries by offset and requires them to tile the
 // data section [0, size) exactly: no gap, no overlap, nothing past the end.
 func (h *stHeader) checkOffsets(size int64) error {
-	slices.SortStableFunc(h.entries, func(a, b stEntry) int {
+	byOffset := func(a, b stEntry) int {
 		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
-	})
+	}
+	if !slices.IsSortedFunc(h.entries, byOffset) { // writers list them in order
+		slices.SortStableFunc(h.entries, byOffset)
+	}
 	at := int64(0)
 	for _, e := range h.entries {
 		if e.end <= size && e.begin == at {
@@ -178,8 +217,9 @@ func (h *stHeader) checkOffsets(size int64) error {
 // bytes), which is read into a dlpack.Buffer (Tensor.Mapped is false; a
 // ReadWrite open fails with ErrLayout instead). Dtypes:
 // BOOL, U8..U64, I8..I64, F16, BF16, F32, F64, C64, F8_E4M3
-// (float8_e4m3fn), F8_E5M2 and F8_E8M0 (float8_e8m0fnu); the sub-byte F4
-// and F6 types fail with ErrDType.
+// (float8_e4m3fn), F8_E5M2, F8_E8M0 (float8_e8m0fnu), F8_E4M3FNUZ and
+// F8_E5M2FNUZ (float8_e4m3fnuz, float8_e5m2fnuz); the sub-byte F4 and F6
+// types fail with ErrDType.
 func OpenSafetensors(path string, opts ...Option) (*File, error) {
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
@@ -210,13 +250,14 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 		return err
 	}
 	f.meta = h.meta
-	f.byName = make(map[string]*Tensor, len(h.entries))
 	f.tensors = make([]*Tensor, 0, len(h.entries))
-	for _, e := range h.entries {
-		t := &Tensor{name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
+	slab := make([]Tensor, len(h.entries)) // one allocation for all
+	for i, e := range h.entries {
+		t := &slab[i]
+		*t = Tensor{file: f, name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
 		switch off := h.dataBase + e.begin; {
 		case t.nbytes == 0:
-		case off%int64(alignOf(e.dtype)) == 0:
+		case off%int64(e.dtype.Alignment()) == 0:
 			t.data = f.m.at(off)
 		case f.writable:
 			return fieldErr(ErrLayout, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end},
@@ -236,9 +277,7 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 			}
 			t.buf = buf
 		}
-		if err := f.add(t); err != nil {
-			return err
-		}
+		f.tensors = append(f.tensors, t) // names are unique: parseSafetensors checked
 	}
 	return nil
 }
@@ -268,7 +307,8 @@ type Named struct {
 }
 
 // WriteSafetensors writes tensors (any strides, any of the dtypes
-// OpenSafetensors reads except F8_E8M0) and metadata (may be nil) to w
+// OpenSafetensors reads; the one-byte types without a Go element type are
+// written as their bytes) and metadata (may be nil) to w
 // as a safetensors file, laid out as the reference implementation does:
 // tensors sorted by decreasing item size, then name, so each is aligned
 // for its type; the JSON header lists __metadata__ first, then the tensors

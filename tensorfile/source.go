@@ -6,7 +6,8 @@ import "github.com/godlpack/dlpack"
 // the tensor's first byte inside the mapping (not Go memory), d.ReadOnly is
 // set unless the file was opened with ReadWrite, and d.Owner is the
 // mapping, which stays mapped until the consumer's ReleaseTensor (and the
-// File's Close). A copied tensor is described by its dlpack.Buffer. It
+// File's Close). A copied tensor is described by its dlpack.Buffer, with
+// d.Copied set (consumers see FlagIsCopied: writes do not reach the file). It
 // fails with dlpack.ErrClosed after the File's Close.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	f := t.file
@@ -19,6 +20,7 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 		if err := t.buf.DescribeTensor(d); err != nil {
 			return err
 		}
+		d.Copied = true
 	} else {
 		f.m.refs.Add(1) // the File's own reference is held: never from zero
 		*d = dlpack.Description{Data: t.data, Size: uintptr(t.nbytes), Owner: f.m}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/godlpack/dlpack"
 )
 
 // stScanner reads a safetensors JSON header: strict JSON (RFC 8259) with
@@ -15,6 +17,20 @@ import (
 type stScanner struct {
 	b []byte
 	i int
+	s string // b as a string, when set: text returns substrings of it
+
+	raw   int      // where strBytes' last result starts in b; -1 if it was unescaped into a copy
+	shape []uint64 // scratch for entry's "shape"
+	offs  []uint64 // and "data_offsets"
+}
+
+// text returns v, the last result of strBytes, as a string: a substring
+// of s when v is a slice of the header, else a copy.
+func (s *stScanner) text(v []byte) string {
+	if s.raw >= 0 && len(s.s) == len(s.b) {
+		return s.s[s.raw : s.raw+len(v)]
+	}
+	return string(v)
 }
 
 func (s *stScanner) err(why string) error {
@@ -68,6 +84,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		if c == '"' {
 			v := s.b[start:s.i]
 			s.i++
+			s.raw = start
 			return v, nil
 		}
 		if c == '\\' {
@@ -78,6 +95,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		}
 		s.i++
 	}
+	s.raw = -1
 	buf := append([]byte(nil), s.b[start:s.i]...)
 	for s.i < len(s.b) {
 		c := s.b[s.i]
@@ -116,22 +134,23 @@ func (s *stScanner) strBytes() ([]byte, error) {
 				return nil, s.err("bad \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
+				// Only a high surrogate followed by a low one names a
+				// character; the reference parser (serde_json) refuses
+				// the file otherwise, where encoding/json would read
+				// U+FFFD: another name than the file's.
+				at := s.i - 6
 				r2 := rune(-1)
-				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
-					save := s.i
+				if r < 0xdc00 && s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
 					s.i += 2
 					if r2, ok = s.hex4(); !ok {
 						return nil, s.err("bad \\u escape")
 					}
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-					} else {
-						s.i = save
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
 				}
+				d := utf16.DecodeRune(r, r2)
+				if d == utf8.RuneError {
+					return nil, fieldErr(ErrFormat, stringField, truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", at))
+				}
+				r = d
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
@@ -139,6 +158,20 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		}
 	}
 	return nil, s.err("unterminated string")
+}
+
+// stringField is the field of an error about a string's text (an
+// unpaired surrogate escape) until the reader of the string names it
+// (inString).
+const stringField = "header string"
+
+// inString names the string err (from strBytes) is about, when it is a
+// string's text; other errors are returned as they are.
+func inString(err error, field string) error {
+	if fe, ok := err.(*dlpack.FieldError); ok && fe.Field == stringField {
+		return renamed(err, field)
+	}
+	return err
 }
 
 func (s *stScanner) hex4() (rune, bool) {
@@ -153,10 +186,9 @@ func (s *stScanner) hex4() (rune, bool) {
 	return rune(v), true
 }
 
-// number reads a JSON number and returns its text.
-func (s *stScanner) number() (string, error) {
+// number reads a JSON number (its text is what it passed over).
+func (s *stScanner) number() error {
 	s.ws()
-	start := s.i
 	if s.i < len(s.b) && s.b[s.i] == '-' {
 		s.i++
 	}
@@ -171,12 +203,12 @@ func (s *stScanner) number() (string, error) {
 	case s.i < len(s.b) && s.b[s.i] == '0':
 		s.i++
 	case digits() == 0:
-		return "", s.err("expected a number")
+		return s.err("expected a number")
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
 		if digits() == 0 {
-			return "", s.err("bad number")
+			return s.err("bad number")
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
@@ -185,10 +217,10 @@ func (s *stScanner) number() (string, error) {
 			s.i++
 		}
 		if digits() == 0 {
-			return "", s.err("bad number")
+			return s.err("bad number")
 		}
 	}
-	return string(s.b[start:s.i]), nil
+	return nil
 }
 
 // literal reads true, false or null.
@@ -251,8 +283,7 @@ func (s *stScanner) skip(depth int) error {
 			return s.expect(']')
 		}
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		_, err := s.number()
-		return err
+		return s.number()
 	}
 	_, err := s.literal()
 	return err
@@ -291,7 +322,7 @@ func (s *stScanner) object(member func(key []byte) error) error {
 // non-negative integer literal; bad holds the first that is not (a
 // fraction, an exponent, a sign, or over 2^64-1), and then the values are
 // not meaningful.
-func (s *stScanner) uints() (vals []uint64, bad string, err error) {
+func (s *stScanner) uints(buf []uint64) (vals []uint64, bad string, err error) {
 	if s.peek() == 'n' {
 		_, err := s.literal()
 		return nil, "", err
@@ -299,7 +330,10 @@ func (s *stScanner) uints() (vals []uint64, bad string, err error) {
 	if err := s.expect('['); err != nil {
 		return nil, "", err
 	}
-	vals = make([]uint64, 0, 4)
+	vals = buf[:0]
+	if vals == nil {
+		vals = make([]uint64, 0, 4)
+	}
 	if s.peek() == ']' {
 		s.i++
 		return vals, "", nil
@@ -309,7 +343,7 @@ func (s *stScanner) uints() (vals []uint64, bad string, err error) {
 			return nil, "", s.err("expected a number")
 		}
 		start := s.i
-		if _, err := s.number(); err != nil {
+		if err := s.number(); err != nil {
 			return nil, "", err
 		}
 		v, ok := uint64(0), true
@@ -347,19 +381,24 @@ func (s *stScanner) metadata() (map[string]string, error) {
 			return fieldErr(ErrFormat, "__metadata__", strconv.Quote(string(k)), "must be an object of strings: the value is not a string")
 		}
 		v, err := s.str()
+		if err != nil {
+			return inString(err, "__metadata__["+strconv.Quote(string(k))+"]")
+		}
 		m[string(k)] = v
-		return err
+		return nil
 	})
-	return m, err
+	return m, inString(err, "__metadata__ key")
 }
 
-// entry reads one tensor's {"dtype", "shape", "data_offsets"}.
-func (s *stScanner) entry(name string) (stEntry, error) {
+// entry reads one tensor's {"dtype", "shape", "data_offsets"}, its shape
+// and strides taken from dims.
+func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 	field := func(suffix string) string { return strconv.Quote(name) + suffix }
 	if s.peek() != '{' {
 		return stEntry{}, fieldErr(ErrFormat, field(""), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}")
 	}
-	var dtype *string
+	var dtype string
+	var hasDType bool
 	var shape []uint64
 	var offs []uint64
 	var seen [3]bool
@@ -383,16 +422,16 @@ func (s *stScanner) entry(name string) (stEntry, error) {
 			}
 			v, err := s.strBytes()
 			if err != nil {
-				return err
+				return inString(err, field(".dtype"))
 			}
 			name, ok := safetensorsNames[string(v)] // interned: no allocation
 			if !ok {
 				name = string(v)
 			}
-			dtype = &name
+			dtype, hasDType = name, true
 			return nil
 		case "shape":
-			v, bad, err := s.uints()
+			v, bad, err := s.uints(s.shape)
 			switch {
 			case err != nil:
 				return err
@@ -401,25 +440,28 @@ func (s *stScanner) entry(name string) (stEntry, error) {
 			case bad != "":
 				return fieldErr(ErrFormat, field(".shape"), bad, "dimensions must be non-negative integers")
 			}
-			shape = v
+			shape, s.shape = v, v
 			return nil
 		case "data_offsets":
-			v, bad, err := s.uints()
+			v, bad, err := s.uints(s.offs)
 			switch {
 			case err != nil:
 				return err
 			case bad != "":
 				return fieldErr(ErrTruncated, field(".data_offsets"), bad, "offsets must be non-negative integers inside the file")
 			}
-			offs = v
+			offs, s.offs = v, v
 			return nil
 		}
-		return s.skip(0)
+		if err := s.skip(0); err != nil {
+			return inString(err, field("."+string(k)))
+		}
+		return nil
 	})
 	if err != nil {
-		return stEntry{}, err
+		return stEntry{}, inString(err, field(" key"))
 	}
-	return checkEntry(name, dtype, shape, offs)
+	return checkEntryIn(dims, name, dtype, hasDType, shape, offs)
 }
 
 func isDigits(s string) bool {

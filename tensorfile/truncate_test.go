@@ -5,9 +5,11 @@ package tensorfile_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/godlpack/dlpack"
@@ -122,6 +124,11 @@ func TestCopyToFileTruncated(t *testing.T) {
 	truncateFrom(t, path, 4096)
 	n, err = tn.CopyTo(dst)
 	wantTruncated(t, "CopyTo", err)
+	// The error names the file's size now, and the bytes the tensor
+	// needs: not an offset near the mapping's end.
+	if msg := err.Error(); !strings.Contains(msg, "it is now 4096 bytes") || !strings.Contains(msg, fmt.Sprintf("bytes 128..%d of %s", 128+tn.NBytes(), path)) {
+		t.Errorf("CopyTo: %v: want the file's size (4096) and the tensor's bytes", err)
+	}
 	if n != 0 {
 		t.Errorf("CopyTo reports %d bytes on error", n)
 	}
@@ -142,7 +149,7 @@ func TestDescriptorReadsFileTruncatedMidRead(t *testing.T) {
 		file []byte
 		open func(string) (*tensorfile.File, error)
 	}{
-		"ReadNPY":            {f64npy(bigN), tensorfile.ReadNPY},
+		"ReadNPY":            {f64npy(bigN), func(p string) (*tensorfile.File, error) { return tensorfile.ReadNPY(p) }},
 		"OpenNPZ/deflated":   {npzBytes(map[string][]byte{"a.npy": f64npy(bigN)}, 8), tensorfile.OpenNPZ},
 		"OpenNPZ/misaligned": {npzBytes(map[string][]byte{"a.npy": f64npy(bigN)}, 0), tensorfile.OpenNPZ},
 	}

@@ -14,7 +14,7 @@ func checkSource(f dlpack.Foreign) error {
 	if f.Device().Type != dlpack.CPU {
 		return fieldErr(dlpack.ErrDevice, "device", f.Device(), "the writers read CPU memory only")
 	}
-	if _, ok := goElement[f.DataType()]; !ok {
+	if _, ok := goElement[f.DataType()]; !ok && !oneByte(f.DataType()) {
 		return fieldErr(ErrDType, "dtype", f.DataType(), "no Go element type to write it with")
 	}
 	return nil
@@ -26,6 +26,26 @@ var goElement = map[dlpack.DataType]bool{
 	dlpack.Uint8: true, dlpack.Uint16: true, dlpack.Uint32: true, dlpack.Uint64: true,
 	dlpack.Float16: true, dlpack.BFloat16: true, dlpack.Float32: true, dlpack.Float64: true,
 	dlpack.Complex64: true, dlpack.Complex128: true, dlpack.Float8E4M3FN: true, dlpack.Float8E5M2: true,
+}
+
+// oneByte reports whether dt's elements are single bytes: those without a
+// Go element type (float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu) are
+// written as the bytes they are.
+func oneByte(dt dlpack.DataType) bool { return dt.ItemSize() == 1 }
+
+// byteSource describes a Foreign of one-byte elements as uint8.
+type byteSource struct{ f dlpack.Foreign }
+
+func (s byteSource) DescribeTensor(d *dlpack.Description) error {
+	err := s.f.DescribeTensor(d)
+	d.DType = dlpack.Uint8
+	return err
+}
+
+func (s byteSource) DLPackDevice() dlpack.Device { return s.f.Device() }
+
+func (s byteSource) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	return dlpack.Produce(s, req)
 }
 
 // writeElements writes the elements of f to w in row-major order, as the
@@ -69,6 +89,14 @@ func writeElements(w io.Writer, f dlpack.Foreign) error {
 	case dlpack.Float8E5M2:
 		return writeTyped[minifloat.E5M2](w, f)
 	}
+	if oneByte(f.DataType()) {
+		b, err := dlpack.From(byteSource{f})
+		if err != nil {
+			return err
+		}
+		defer b.Close()
+		return writeTyped[uint8](w, b)
+	}
 	return fieldErr(ErrDType, "dtype", f.DataType(), "no Go element type to write it with")
 }
 
@@ -78,8 +106,8 @@ func writeTyped[T dlpack.Element](w io.Writer, f dlpack.Foreign) error {
 	// a fault can only happen in this function's copy, never inside w.
 	if b, _, err := dlpack.ReadOnlyBytes(f); err == nil && len(b) > 0 {
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-		if base, size, ok := mappedAt(p, uintptr(len(b))); ok {
-			return guardMapped("data", base, size, func() error { return streamTyped[T](w, f, true) })
+		if m, ok := mappedAt(p, uintptr(len(b))); ok {
+			return guardMapped("data", m, p, uintptr(len(b)), func() error { return streamTyped[T](w, f, true) })
 		}
 	}
 	return streamTyped[T](w, f, false)

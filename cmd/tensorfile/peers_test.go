@@ -74,7 +74,8 @@ var holds = map[format][]string{
 	formatNPY: {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
 		"float16", "float32", "float64", "complex64", "complex128"},
 	formatSafetensors: {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-		"float16", "bfloat16", "float32", "float64", "complex64", "float8_e4m3fn", "float8_e5m2"},
+		"float16", "bfloat16", "float32", "float64", "complex64", "float8_e4m3fn", "float8_e5m2",
+		"float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu"},
 	formatArrow: {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"},
 }
 
