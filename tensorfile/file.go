@@ -13,7 +13,7 @@ import (
 )
 
 // Option changes how a file is opened.
-type Option struct{ writable bool }
+type Option struct{ writable, checkCRC bool }
 
 // ReadWrite maps the file read-write (shared): tensors are writable, and
 // writes through them reach the file. Without it files are mapped
@@ -245,6 +245,7 @@ type Tensor struct {
 	data     unsafe.Pointer        // the first byte in the mapping; nil when empty or copied
 	buf      *dlpack.Buffer[uint8] // the copy, when not mapped
 	readOnly bool
+	crcOK    bool // an .npz member whose CRC-32 was checked
 }
 
 // Name returns the tensor's name: the safetensors key, the .npz member
@@ -267,7 +268,7 @@ func (t *Tensor) NBytes() int64 { return t.nbytes }
 // Mapped reports whether the tensor is a view of the file's mapping (true
 // for .npy tensors, and for safetensors tensors and stored .npz members
 // suitably aligned for their type) rather than a copy in a dlpack.Buffer
-// (deflated or misaligned .npz members, misaligned safetensors tensors,
+// (compressed or misaligned .npz members, misaligned safetensors tensors,
 // ReadNPY).
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 

@@ -218,7 +218,7 @@ func FuzzNPZ(f *testing.F) {
 		m := &mapping{data: b} // Go memory standing in for a mapping: never released
 		m.refs.Store(1)
 		file := &File{m: m}
-		err := file.loadNPZ(bytes.NewReader(b), int64(len(b)))
+		err := file.loadNPZ(bytes.NewReader(b), int64(len(b)), true)
 		for _, buf := range file.bufs {
 			buf.Close()
 		}

@@ -5,9 +5,11 @@ package tensorfile_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"strings"
 	"testing"
@@ -112,8 +114,114 @@ var badFiles = []badFile{
 	{"npz", "stored member with a lying header", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8x3)}, zip.Store), tensorfile.ErrTruncated},
 	{"npz", "deflated member with a lying header", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }", f8x3)}, zip.Deflate), tensorfile.ErrTruncated},
 	{"npz", "stored member of object dtype", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Store), tensorfile.ErrDType},
-	{"npz", "deflated member with a bad CRC", badCRC(), tensorfile.ErrFormat},
+	{"npz", "central directory CRC differs from the data descriptor's", badCRC(), tensorfile.ErrFormat},
 	{"npz", "deflated member claiming 1 TB", bomb(), tensorfile.ErrTruncated},
+	{"npz", "stored member with a flipped data byte", flipped(zip.Store), tensorfile.ErrChecksum},
+	{"npz", "deflated member with a flipped data byte", flipped(zip.Deflate), tensorfile.ErrChecksum},
+	{"npz", "local header names z.npy, central directory a.npy", localName(), tensorfile.ErrFormat},
+	{"npz", "local header method differs from the central directory's", patchLocal(8, 0, 8), tensorfile.ErrFormat},
+	{"npz", "local header CRC differs from the central directory's", patchLocal(14, 0, 0x12345678), tensorfile.ErrFormat},
+	{"npz", "local header size differs from the central directory's", patchLocal(22, 0, 7), tensorfile.ErrFormat},
+	{"npz", "encrypted member (flag bit 0)", patchCentral(8, 1, 0), tensorfile.ErrFormat},
+	{"npz", "unknown compression method 99", patchLocal(8, 99, 99), tensorfile.ErrFormat},
+	{"npz", "name flagged UTF-8 (bit 11) that is not", utf8Flagged(), tensorfile.ErrFormat},
+	{"npz", "local header offset past the end", patchCentral(42, 0xfffffff0, 32), tensorfile.ErrTruncated},
+	{"npz", "central directory offset past the end record", patchEnd(16, 0x7fffffff), tensorfile.ErrFormat},
+}
+
+// member3 is a .npy of three float64 zeros.
+func member3() []byte {
+	return npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)
+}
+
+// flipped is an archive of one member written with the given method
+// whose data has one byte flipped after its CRC-32 was taken.
+func flipped(method uint16) []byte {
+	m := member3()
+	crc := crc32.ChecksumIEEE(m)
+	m[len(m)-1] ^= 0x01
+	return rawNPZ("a.npy", m, method, crc, 0)
+}
+
+// rawNPZ is an archive of one member, data m compressed with method,
+// with the given CRC-32 and flags, written without a data descriptor.
+func rawNPZ(name string, m []byte, method uint16, crc uint32, flags uint16) []byte {
+	body := m
+	if method == zip.Deflate {
+		var c bytes.Buffer
+		fw, _ := flate.NewWriter(&c, flate.BestCompression)
+		fw.Write(m)
+		fw.Close()
+		body = c.Bytes()
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: name, Method: method, CRC32: crc, Flags: flags,
+		CompressedSize64: uint64(len(body)), UncompressedSize64: uint64(len(m))})
+	if err != nil {
+		panic(err)
+	}
+	w.Write(body)
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// localName is an archive whose local header names z.npy and whose
+// central directory names a.npy.
+func localName() []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	copy(b[30:], "z.npy")
+	return b
+}
+
+// patchLocal is a stored archive of one member (no data descriptor)
+// with the 2- or 4-byte field at off of the local header set to v, and
+// the central directory's at the same place (+16) to cv when not 0.
+func patchLocal(off int, cv, v uint32) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	put := func(p []byte, v uint32) {
+		if off == 8 {
+			binary.LittleEndian.PutUint16(p, uint16(v))
+		} else {
+			binary.LittleEndian.PutUint32(p, v)
+		}
+	}
+	put(b[off:], v)
+	if cv != 0 {
+		put(b[bytes.LastIndex(b, []byte("PK\x01\x02"))+off+2:], cv)
+	}
+	return b
+}
+
+// patchCentral is patchLocal's archive with the central directory field
+// at off set to v: a 4-byte field if width is 32, else the 2-byte flags,
+// set in the local header too.
+func patchCentral(off int, v uint32, width int) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	i := bytes.LastIndex(b, []byte("PK\x01\x02")) + off
+	if width == 0 {
+		binary.LittleEndian.PutUint16(b[i:], uint16(v))
+		binary.LittleEndian.PutUint16(b[6:], uint16(v)) // the local flags too
+	} else {
+		binary.LittleEndian.PutUint32(b[i:], v)
+	}
+	return b
+}
+
+// patchEnd is a stored archive with the 4-byte field at off of the end
+// of central directory record set to v.
+func patchEnd(off int, v uint32) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	binary.LittleEndian.PutUint32(b[bytes.LastIndex(b, []byte("PK\x05\x06"))+off:], v)
+	return b
+}
+
+// utf8Flagged is an archive whose member name, flagged UTF-8, is the
+// CP437 byte 0x82.
+func utf8Flagged() []byte {
+	return rawNPZ("\x82.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0x800)
 }
 
 // badCRC is an archive whose one deflated member's CRC is wrong.
@@ -129,6 +237,8 @@ func bomb() []byte {
 	b := npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Deflate)
 	i := bytes.LastIndex(b, []byte("PK\x01\x02")) // uncompressed size at +24
 	binary.LittleEndian.PutUint32(b[i+24:], 0xfffffff0)
+	i = bytes.LastIndex(b, []byte("PK\x07\x08")) // and in the data descriptor, at +12
+	binary.LittleEndian.PutUint32(b[i+12:], 0xfffffff0)
 	return b
 }
 
@@ -163,7 +273,7 @@ var fileSentinels = []struct {
 	name string
 }{
 	{tensorfile.ErrFormat, "ErrFormat"}, {tensorfile.ErrTruncated, "ErrTruncated"}, {tensorfile.ErrLayout, "ErrLayout"},
-	{tensorfile.ErrDType, "ErrDType"}, {tensorfile.ErrByteOrder, "ErrByteOrder"},
+	{tensorfile.ErrDType, "ErrDType"}, {tensorfile.ErrByteOrder, "ErrByteOrder"}, {tensorfile.ErrChecksum, "ErrChecksum"},
 }
 
 // TestRejectsCatalogueIsCurrent opens every file of the catalogue, requires

@@ -1,0 +1,124 @@
+//go:build cgo
+
+package tensorfile_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// Archives written by Python's zipfile with each method it has (stored,
+// deflate, bzip2, LZMA), members written as np.savez writes them, read in
+// Go bit for bit as np.load reads them.
+func TestNPZPeersZipfileMethods(t *testing.T) {
+	noLiveMappings(t)
+	dir := t.TempDir()
+	t.Log(strings.TrimSpace(runPython(t, "testdata/npz_peers.py", "write", dir)))
+	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []manifestEntry
+	if err := json.Unmarshal(raw, &files); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range files {
+		f, err := tensorfile.OpenNPZ(filepath.Join(dir, e.File), tensorfile.CheckCRC())
+		if e.Writer == "zipfile lzma" && errors.Is(err, tensorfile.ErrFormat) {
+			t.Logf("%s: refused: %v", e.File, err)
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s (%s): %v", e.File, e.Writer, err)
+			continue
+		}
+		if len(f.Tensors()) != len(e.Members) {
+			t.Errorf("%s: %d tensors, want %d", e.File, len(f.Tensors()), len(e.Members))
+		}
+		for name, m := range e.Members {
+			tn, err := f.Tensor(name)
+			if err != nil {
+				t.Errorf("%s: %v", e.File, err)
+				continue
+			}
+			want, err := os.ReadFile(filepath.Join(dir, m.Bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTensor(t, e.File+" "+name, tn, m, want, false)
+			if !tn.CRCChecked() {
+				t.Errorf("%s %s: CRC not checked", e.File, name)
+			}
+			n++
+		}
+		f.Close()
+	}
+	t.Logf("%d members of %d archives read bit for bit", n, len(files))
+}
+
+// npLoad is what np.load does with the archive b: the names it lists and
+// "ok" or the exception it raises.
+func npLoad(t *testing.T, b []byte) (files []string, result string) {
+	t.Helper()
+	out := runPython(t, "testdata/npz_peers.py", "load", writeTemp(t, "a.npz", b))
+	var r struct {
+		Files  []string `json:"files"`
+		Result string   `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return r.Files, r.Result
+}
+
+// The archives crafted byte by byte in the other tests, as NumPy sees
+// them: the same names, and a refusal where OpenNPZ refuses.
+func TestNPZPeersNumPyAgrees(t *testing.T) {
+	python(t)
+	noLiveMappings(t)
+	files, res := npLoad(t, cp437Name(t))
+	if !slices.Equal(files, []string{"é"}) || res != "ok" {
+		t.Errorf("CP437 name: NumPy lists %q (%s), want [é]", files, res)
+	}
+	for _, c := range []struct {
+		what, numpy string
+		file        []byte
+		want        error
+	}{
+		{"local header names z.npy", "BadZipFile: File name in directory 'a.npy' and header b'z.npy' differ.", localName(), tensorfile.ErrFormat},
+		{"stored member with a flipped byte", "BadZipFile: Bad CRC-32 for file 'a.npy'", flipped(zip.Store), tensorfile.ErrChecksum},
+		{"deflated member with a flipped byte", "BadZipFile: Bad CRC-32 for file 'a.npy'", flipped(zip.Deflate), tensorfile.ErrChecksum},
+		{"flipped .npy header byte", "BadZipFile: Bad CRC-32 for file 'a.npy'", headerFlipped(), tensorfile.ErrChecksum},
+	} {
+		if _, res := npLoad(t, c.file); res != c.numpy {
+			t.Errorf("%s: NumPy: %s, want %s", c.what, res, c.numpy)
+		}
+		f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", c.file))
+		if err == nil {
+			f.Close()
+		}
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: OpenNPZ: %v, want %v", c.what, err, c.want)
+		}
+	}
+}
+
+// headerFlipped is a stored archive whose member's shape was changed
+// from (3,) to (4,) after its CRC-32 was taken.
+func headerFlipped() []byte {
+	m := member3()
+	crc := crc32.ChecksumIEEE(m)
+	m[bytes.Index(m, []byte("(3,)"))+1] = '4'
+	return rawNPZ("a.npy", m, zip.Store, crc, 0)
+}

@@ -1,0 +1,201 @@
+//go:build cgo
+
+package tensorfile_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
+)
+
+// wantChecksumErr requires an ErrChecksum error naming the member and
+// both CRCs.
+func wantChecksumErr(t *testing.T, err error, member string, recorded, got uint32) {
+	t.Helper()
+	if !errors.Is(err, tensorfile.ErrChecksum) {
+		t.Fatalf("got %v, want ErrChecksum", err)
+	}
+	for _, s := range []string{fmt.Sprintf("%q", member), fmt.Sprintf("0x%08x", recorded), fmt.Sprintf("0x%08x", got)} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not name %s", err, s)
+		}
+	}
+}
+
+// A byte flipped in a member's data fails the open on every read path:
+// mapped (with CheckCRC), copied because misaligned, and decompressed.
+func TestNPZFlippedByteFailsItsCRC(t *testing.T) {
+	noLiveMappings(t)
+	data := make([]byte, 64*8)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	m := npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (64,), }", data)
+	bad := bytes.Clone(m)
+	bad[len(bad)-64*8] ^= 0x01 // element 0
+	good, flippedSum := crc32.ChecksumIEEE(m), crc32.ChecksumIEEE(bad)
+
+	// Mapped: written aligned by WriteNPZ, then one byte of the file flipped.
+	var aligned bytes.Buffer
+	if err := tensorfile.WriteNPZ(&aligned, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray(bytesToF64(data))}}, false); err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(aligned.Bytes(), m)
+	if at < 0 {
+		t.Fatal("member not found in the archive")
+	}
+	mappedBad := bytes.Clone(aligned.Bytes())
+	mappedBad[at+len(m)-64*8] ^= 0x01
+	// Copied: stored misaligned, the byte flipped in the file.
+	stored := npzBytes(map[string][]byte{"a.npy": m}, zip.Store)
+	at = bytes.Index(stored, m)
+	storedBad := bytes.Clone(stored)
+	storedBad[at+len(m)-64*8] ^= 0x01
+
+	for _, c := range []struct {
+		name       string
+		file       []byte
+		wantMapped bool
+	}{
+		{"stored mapped", mappedBad, true},
+		{"stored copied", storedBad, false},
+		{"deflated", rawNPZ("a.npy", bad, zip.Deflate, good, 0), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := writeTemp(t, "a.npz", c.file)
+			f, err := tensorfile.OpenNPZ(p, tensorfile.CheckCRC())
+			if err == nil {
+				f.Close()
+			}
+			wantChecksumErr(t, err, "a.npy", good, flippedSum)
+			if c.name != "stored mapped" {
+				f, err := tensorfile.OpenNPZ(p)
+				if err == nil {
+					f.Close()
+				}
+				wantChecksumErr(t, err, "a.npy", good, flippedSum)
+				return
+			}
+			// Without CheckCRC a mapped member is not read, so not checked,
+			// and says so.
+			f, err = tensorfile.OpenNPZ(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			tn, _ := f.Tensor("a")
+			if !tn.Mapped() || tn.CRCChecked() {
+				t.Errorf("mapped %v, CRC checked %v; want a mapped member, not checked", tn.Mapped(), tn.CRCChecked())
+			}
+		})
+	}
+	// The intact archives open, every member checked.
+	for name, file := range map[string][]byte{"stored mapped": aligned.Bytes(), "stored copied": stored, "deflated": rawNPZ("a.npy", m, zip.Deflate, good, 0)} {
+		f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", file), tensorfile.CheckCRC())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		tn, _ := f.Tensor("a")
+		if !tn.CRCChecked() || tn.Mapped() != (name == "stored mapped") {
+			t.Errorf("%s: mapped %v, CRC checked %v", name, tn.Mapped(), tn.CRCChecked())
+		}
+		f.Close()
+	}
+}
+
+// A flipped byte that makes the .npy header itself wrong is reported as
+// the CRC failure it is.
+func TestNPZFlippedHeaderByteFailsItsCRC(t *testing.T) {
+	noLiveMappings(t)
+	m := member3()
+	bad := bytes.Clone(m)
+	i := bytes.Index(bad, []byte("(3,)"))
+	bad[i+1] = '4'
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", rawNPZ("a.npy", bad, method, crc32.ChecksumIEEE(m), 0)))
+		if err == nil {
+			f.Close()
+		}
+		wantChecksumErr(t, err, "a.npy", crc32.ChecksumIEEE(m), crc32.ChecksumIEEE(bad))
+	}
+}
+
+func bytesToF64(b []byte) []float64 {
+	v := make([]float64, len(b)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+	}
+	return v
+}
+
+// cp437Name is an archive with one member named "\x82.npy" (é.npy in
+// CP437), the UTF-8 flag (bit 11) clear in both headers.
+func cp437Name(t testing.TB) []byte {
+	b := rawNPZ("\x82.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	if binary.LittleEndian.Uint16(b[6:])&0x800 != 0 || binary.LittleEndian.Uint16(b[bytes.LastIndex(b, []byte("PK\x01\x02"))+8:])&0x800 != 0 {
+		t.Fatal("archive/zip set the UTF-8 flag")
+	}
+	return b
+}
+
+// Names are decoded as zipfile decodes them: CP437 unless flagged UTF-8.
+func TestNPZNameDecoding(t *testing.T) {
+	noLiveMappings(t)
+	for want, file := range map[string][]byte{
+		"é":   cp437Name(t),
+		"é.x": rawNPZ("é.x.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0x800),
+		"╬":   rawNPZ("\xce.npy", member3(), zip.Deflate, crc32.ChecksumIEEE(member3()), 0),
+		"a":   rawNPZ("a.npy\x00junk", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0),
+	} {
+		f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", file))
+		if err != nil {
+			t.Errorf("%s: %v", want, err)
+			continue
+		}
+		if ts := f.Tensors(); len(ts) != 1 || ts[0].Name() != want {
+			t.Errorf("tensors %v, want one named %q", ts, want)
+		}
+		f.Close()
+	}
+}
+
+// Members written with a data descriptor (bit 3) are checked against it.
+func TestNPZDataDescriptor(t *testing.T) {
+	noLiveMappings(t)
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		b := npzBytes(map[string][]byte{"a.npy": member3()}, method)
+		if binary.LittleEndian.Uint16(b[6:])&8 == 0 {
+			t.Fatal("archive/zip wrote no data descriptor")
+		}
+		f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		i := bytes.LastIndex(b, []byte("PK\x07\x08"))
+		b[i+8]++ // the descriptor's compressed size
+		f, err = tensorfile.OpenNPZ(writeTemp(t, "a.npz", b))
+		if err == nil {
+			f.Close()
+		}
+		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "data descriptor compressed size") {
+			t.Errorf("method %d: got %v, want the descriptor's size refused", method, err)
+		}
+	}
+}
+
+func TestNPZRefusesReadWrite(t *testing.T) {
+	if f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", cp437Name(t)), tensorfile.ReadWrite()); err == nil {
+		f.Close()
+		t.Fatal("opened read-write")
+	}
+}
