@@ -37,11 +37,13 @@
 //     (name, method, CRC-32, sizes; a data descriptor's when there is
 //     one), else ErrFormat. Stored members whose data offset suits the
 //     element's alignment are mapped; the others (misaligned, big-endian,
-//     deflated, bzip2-compressed) are read into a dlpack.Buffer each.
-//     Tensor.Mapped tells which. Every member read is checked against its
-//     CRC-32 (ErrChecksum); mapped members are not read, so not checked,
-//     unless OpenNPZ is given CheckCRC, which reads them once at open;
-//     Tensor.CRCChecked tells. LZMA members (method 14) are refused.
+//     deflated, bzip2 and LZMA members: zip methods 8, 12, 14, which
+//     Python's zipfile reads; the LZMA decoder is this package's own,
+//     neither the standard library nor golang.org/x having one) are read
+//     into a dlpack.Buffer each. Tensor.Mapped tells which. Every member
+//     read is checked against its CRC-32 (ErrChecksum); mapped members are
+//     not read, so not checked, unless OpenNPZ is given CheckCRC, which
+//     reads them once at open; Tensor.CRCChecked tells.
 //     OpenNPZ maps read-only (a write would leave the member's CRC stale).
 //   - safetensors: tensors ordered by offset, each a view at 8 + N +
 //     begin; a tensor misaligned there for its element type (a header

@@ -204,10 +204,24 @@ func (f *File) copyMember(r io.Reader, e *zipEntry, name string) (*Tensor, error
 		err = e.checksumErr(cr.sum)
 	}
 	if err != nil {
+		if cr.err != nil && !errors.Is(err, ErrChecksum) {
+			return nil, e.streamErr(cr.err)
+		}
 		return nil, e.orChecksum(err, cr, cr.n)
 	}
 	t.crcOK = true
 	return t, nil
+}
+
+// streamErr is the error of a decompressor that failed on e's data.
+func (e *zipEntry) streamErr(err error) error {
+	if _, ok := err.(*dlpack.FieldError); ok {
+		return err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fieldErr(ErrTruncated, e.field+" compressed data", e.csize, "ends early: "+err.Error())
+	}
+	return zipErr(e.field+" compressed data", e.csize, err.Error())
 }
 
 // orChecksum reads the rest of a member's bytes (of which r yields those
@@ -226,6 +240,9 @@ func (e *zipEntry) orChecksum(err error, r io.Reader, done uint64) error {
 		return err
 	}
 	if _, cerr := io.Copy(io.Discard, io.LimitReader(cr, int64(e.usize-done)+1)); cerr != nil || cr.n != e.usize {
+		if cr.err != nil { // a decompressor's error is nearer the cause
+			return e.streamErr(cr.err)
+		}
 		return err // unreadable: err says why
 	}
 	if cr.sum != e.crc {
@@ -238,17 +255,22 @@ func (e *zipEntry) checksumErr(got uint32) error {
 	return fieldErr(ErrChecksum, e.field+" CRC-32", fmt.Sprintf("0x%08x", got), fmt.Sprintf("the archive records 0x%08x", e.crc))
 }
 
-// crcReader computes the CRC-32 of what it reads.
+// crcReader computes the CRC-32 of what it reads, and keeps the first
+// error other than io.EOF.
 type crcReader struct {
 	r   io.Reader
 	sum uint32
 	n   uint64
+	err error
 }
 
 func (c *crcReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.sum = crc32.Update(c.sum, crc32.IEEETable, p[:n])
 	c.n += uint64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
 

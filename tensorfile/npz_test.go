@@ -199,3 +199,25 @@ func TestNPZRefusesReadWrite(t *testing.T) {
 		t.Fatal("opened read-write")
 	}
 }
+
+// An LZMA member as zipfile writes it (liblzma's stream, end marker
+// flagged) reads as what was compressed, copied and CRC-checked.
+func TestNPZLZMAMember(t *testing.T) {
+	noLiveMappings(t)
+	f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", lzmaNPZ(func(b []byte) []byte { return b })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tn, err := f.Tensor("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, tn.NBytes())
+	if _, err := tn.CopyTo(got); err != nil {
+		t.Fatal(err)
+	}
+	if tn.Mapped() || !tn.CRCChecked() || tn.DataType() != dlpack.Float64 || !bytes.Equal(got, f8x3) {
+		t.Errorf("%v: CRC checked %v, data % x", tn, tn.CRCChecked(), got)
+	}
+}

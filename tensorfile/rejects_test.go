@@ -127,6 +127,34 @@ var badFiles = []badFile{
 	{"npz", "name flagged UTF-8 (bit 11) that is not", utf8Flagged(), tensorfile.ErrFormat},
 	{"npz", "local header offset past the end", patchCentral(42, 0xfffffff0, 32), tensorfile.ErrTruncated},
 	{"npz", "central directory offset past the end record", patchEnd(16, 0x7fffffff), tensorfile.ErrFormat},
+	{"npz", "LZMA member with a properties size of 6", lzmaNPZ(func(b []byte) []byte { b[2] = 6; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member with lc+lp over 4", lzmaNPZ(func(b []byte) []byte { b[4] = 4 + 9*1; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member cut short", lzmaNPZ(func(b []byte) []byte { return b[:len(b)/2] }), tensorfile.ErrTruncated},
+	{"npz", "LZMA member with a match before any data", lzmaNPZ(func(b []byte) []byte { b[10] = 0xff; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member with a flipped byte", lzmaNPZ(func(b []byte) []byte { b[20] ^= 0x01; return b }), tensorfile.ErrFormat},
+}
+
+// lzmaNPZ is an archive of one LZMA member (as zipfile writes it, the
+// end marker flagged), member3 compressed by liblzma
+// (testdata/lzma/npy3.lzma), its data passed through edit.
+func lzmaNPZ(edit func([]byte) []byte) []byte {
+	b, err := os.ReadFile("testdata/lzma/npy3.lzma")
+	if err != nil {
+		panic(err)
+	}
+	b = edit(b)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "a.npy", Method: 14, Flags: 2, CRC32: crc32.ChecksumIEEE(member3()),
+		CompressedSize64: uint64(len(b)), UncompressedSize64: uint64(len(member3()))})
+	if err != nil {
+		panic(err)
+	}
+	w.Write(b)
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
 }
 
 // member3 is a .npy of three float64 zeros.
