@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/godlpack/dlpack"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -203,6 +204,13 @@ func FuzzNPZ(f *testing.F) {
 		}
 		zw.Close()
 		f.Add(buf.Bytes())
+	}
+	// Archives written by Python's zipfile (zip64 local headers; stored,
+	// deflate, bzip2, LZMA): testdata/npz/gen.py.
+	for _, name := range []string{"stored", "deflate", "bzip2", "lzma"} {
+		if b, err := os.ReadFile("testdata/npz/" + name + ".npz"); err == nil {
+			f.Add(b)
+		}
 	}
 	var aligned bytes.Buffer // stored and aligned: every member mapped
 	if err := WriteNPZ(&aligned, []Named{

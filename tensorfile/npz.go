@@ -38,9 +38,10 @@ func CheckCRC() Option { return Option{checkCRC: true} }
 // members as tensors named as np.load names them (the member name without
 // ".npy", decoded as Python's zipfile decodes it: UTF-8 when the member
 // is flagged so, CP437 otherwise); members not ending in ".npy" are
-// skipped. Each member's local header must agree with the central
-// directory (name, method, CRC-32 and sizes, or those of its data
-// descriptor).
+// skipped. The file must start as a zip archive does, as np.load
+// requires (so no self-extractor stub), and each member's local header
+// must agree with the central directory (name, method, CRC-32 and sizes,
+// or those of its data descriptor).
 //
 // Which members are views of the mapping and which are copies (see
 // Tensor.Mapped):

@@ -87,6 +87,12 @@ func TestNPZPeersNumPyAgrees(t *testing.T) {
 	if !slices.Equal(files, []string{"é"}) || res != "ok" {
 		t.Errorf("CP437 name: NumPy lists %q (%s), want [é]", files, res)
 	}
+	if files, res := npLoad(t, prefixed(t, false)); !slices.Equal(files, []string{"a"}) || res != "ok" {
+		t.Errorf("archive with a comment: NumPy lists %q (%s), want [a]", files, res)
+	}
+	if _, res := npLoad(t, prefixed(t, true)); !strings.HasPrefix(res, "ValueError: This file contains pickled") {
+		t.Errorf("archive after a stub: NumPy: %s, want it taken for a pickle and refused", res)
+	}
 	for _, c := range []struct {
 		what, numpy string
 		file        []byte

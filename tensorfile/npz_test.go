@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,4 +221,81 @@ func TestNPZLZMAMember(t *testing.T) {
 	if tn.Mapped() || !tn.CRCChecked() || tn.DataType() != dlpack.Float64 || !bytes.Equal(got, f8x3) {
 		t.Errorf("%v: CRC checked %v, data % x", tn, tn.CRCChecked(), got)
 	}
+}
+
+// Archives written by Python's zipfile as np.savez writes members (zip64
+// local headers), with each of its methods (testdata/npz/gen.py), read as
+// np.load reads them.
+func TestNPZZipfileArchives(t *testing.T) {
+	noLiveMappings(t)
+	for _, name := range []string{"stored", "deflate", "bzip2", "lzma"} {
+		f, err := tensorfile.OpenNPZ("testdata/npz/"+name+".npz", tensorfile.CheckCRC())
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		a, errA := f.Tensor("a")
+		b, errB := f.Tensor("b")
+		if errA != nil || errB != nil {
+			t.Fatalf("%s: %v %v", name, errA, errB)
+		}
+		ga, gb := make([]byte, a.NBytes()), make([]byte, b.NBytes())
+		a.CopyTo(ga)
+		b.CopyTo(gb)
+		wa := binary.LittleEndian.AppendUint32(nil, 0)
+		for i := uint32(1); i < 6; i++ {
+			wa = binary.LittleEndian.AppendUint32(wa, i)
+		}
+		var wb []byte
+		for i := range 3 {
+			wb = binary.LittleEndian.AppendUint64(wb, math.Float64bits(float64(i)))
+		}
+		if a.DataType() != dlpack.Int32 || !slices.Equal(a.Shape(), []int64{2, 3}) || !bytes.Equal(ga, wa) ||
+			b.DataType() != dlpack.Float64 || !slices.Equal(b.Shape(), []int64{3}) || !bytes.Equal(gb, wb) {
+			t.Errorf("%s: %v % x, %v % x", name, a, ga, b, gb)
+		}
+		if !a.CRCChecked() || !b.CRCChecked() {
+			t.Errorf("%s: CRC not checked", name)
+		}
+		f.Close()
+	}
+}
+
+// An archive comment is allowed; bytes before the archive (a
+// self-extractor's stub), which zipfile allows, are not, as np.load
+// takes only files that start as a zip archive does.
+func TestNPZCommentAndPrefix(t *testing.T) {
+	noLiveMappings(t)
+	f, err := tensorfile.OpenNPZ(writeTemp(t, "a.npz", prefixed(t, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := f.Tensor("a"); err != nil || !tn.CRCChecked() {
+		t.Errorf("%v %v", tn, err)
+	}
+	f.Close()
+	f, err = tensorfile.OpenNPZ(writeTemp(t, "a.npz", prefixed(t, true)))
+	if err == nil {
+		f.Close()
+	}
+	if !errors.Is(err, tensorfile.ErrFormat) {
+		t.Errorf("an archive after a stub: %v, want ErrFormat", err)
+	}
+}
+
+// prefixed is an archive of one deflated member with a comment, after
+// 105 bytes of stub if stub (its offsets relative to its own start).
+func prefixed(t testing.TB, stub bool) []byte {
+	var buf bytes.Buffer
+	if stub {
+		buf.WriteString(strings.Repeat("#!stub\n", 15))
+	}
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.CreateHeader(&zip.FileHeader{Name: "a.npy", Method: zip.Deflate})
+	w.Write(member3())
+	zw.SetComment("a comment\x00 PK\x05 with no end record in it")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

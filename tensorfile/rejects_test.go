@@ -127,11 +127,22 @@ var badFiles = []badFile{
 	{"npz", "name flagged UTF-8 (bit 11) that is not", utf8Flagged(), tensorfile.ErrFormat},
 	{"npz", "local header offset past the end", patchCentral(42, 0xfffffff0, 32), tensorfile.ErrTruncated},
 	{"npz", "central directory offset past the end record", patchEnd(16, 0x7fffffff), tensorfile.ErrFormat},
+	{"npz", "archive after a stub (zipfile reads it, np.load does not)", append([]byte("#!stub\n"), npzBytes(map[string][]byte{"a.npy": member3()}, zip.Store)...), tensorfile.ErrFormat},
 	{"npz", "LZMA member with a properties size of 6", lzmaNPZ(func(b []byte) []byte { b[2] = 6; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member with lc+lp over 4", lzmaNPZ(func(b []byte) []byte { b[4] = 4 + 9*1; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member cut short", lzmaNPZ(func(b []byte) []byte { return b[:len(b)/2] }), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a match before any data", lzmaNPZ(func(b []byte) []byte { b[10] = 0xff; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member of 89 bytes claiming 4 GB", lzmaBomb(), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a flipped byte", lzmaNPZ(func(b []byte) []byte { b[20] ^= 0x01; return b }), tensorfile.ErrFormat},
+}
+
+// lzmaBomb is lzmaNPZ's archive with both headers claiming 4 GB
+// uncompressed.
+func lzmaBomb() []byte {
+	b := lzmaNPZ(func(b []byte) []byte { return b })
+	binary.LittleEndian.PutUint32(b[22:], 0xfffffff0)
+	binary.LittleEndian.PutUint32(b[bytes.LastIndex(b, []byte("PK\x01\x02"))+24:], 0xfffffff0)
+	return b
 }
 
 // lzmaNPZ is an archive of one LZMA member (as zipfile writes it, the

@@ -95,6 +95,12 @@ func zipErr(field string, value any, why string) error {
 // readZipDir reads the central directory of the archive of size bytes in
 // r.
 func readZipDir(r io.ReaderAt, size int64) ([]zipEntry, error) {
+	// np.load takes a file for an archive only if it starts as one (a
+	// local header, or the end record of an empty archive).
+	magic := make([]byte, 4)
+	if _, err := r.ReadAt(magic, 0); err != nil || string(magic) != "PK\x03\x04" && string(magic) != "PK\x05\x06" {
+		return nil, zipErr("archive", fmt.Sprintf("%q", magic), "does not start as a zip archive (PK\\x03\\x04), as np.load requires")
+	}
 	// The end record: the last "PK\x05\x06" in the last 64 KiB + 22 bytes
 	// (the comment may be up to 65535 bytes long).
 	tail := min(size, zipEndLen+65535)
@@ -102,7 +108,10 @@ func readZipDir(r io.ReaderAt, size int64) ([]zipEntry, error) {
 	if _, err := r.ReadAt(buf, size-tail); err != nil && err != io.EOF {
 		return nil, zipErr("archive", "end of central directory", err.Error())
 	}
-	at := bytes.LastIndex(buf, []byte("PK\x05\x06"))
+	at := len(buf) - zipEndLen // zipfile's first guess: no comment
+	if at < 0 || string(buf[at:at+4]) != "PK\x05\x06" || buf[len(buf)-2] != 0 || buf[len(buf)-1] != 0 {
+		at = bytes.LastIndex(buf, []byte("PK\x05\x06"))
+	}
 	if at < 0 || len(buf)-at < zipEndLen {
 		return nil, zipErr("archive", "no end of central directory record", "not a zip archive")
 	}
@@ -279,7 +288,10 @@ func (e *zipEntry) checkLocal(r io.ReaderAt, size int64) error {
 		csize: uint64(binary.LittleEndian.Uint32(h[18:])),
 		usize: uint64(binary.LittleEndian.Uint32(h[22:])),
 	}
-	zip64 := loc.csize == 0xffffffff || loc.usize == 0xffffffff
+	// Descriptors have 8-byte sizes in zip64 members: zipfile flags them
+	// with saturated sizes in the local header, archive/zip only by
+	// sizes that need them.
+	zip64 := loc.csize == 0xffffffff || loc.usize == 0xffffffff || e.csize >= 0xffffffff || e.usize >= 0xffffffff
 	if err := loc.zip64(nx[nl:], false); err != nil {
 		return err
 	}
