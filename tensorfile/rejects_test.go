@@ -128,12 +128,29 @@ var badFiles = []badFile{
 	{"npz", "local header offset past the end", patchCentral(42, 0xfffffff0, 32), tensorfile.ErrTruncated},
 	{"npz", "central directory offset past the end record", patchEnd(16, 0x7fffffff), tensorfile.ErrFormat},
 	{"npz", "archive after a stub (zipfile reads it, np.load does not)", append([]byte("#!stub\n"), npzBytes(map[string][]byte{"a.npy": member3()}, zip.Store)...), tensorfile.ErrFormat},
+	{"npz", "bzip2 member claiming 4 GB", bzip2Bomb(), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a properties size of 6", lzmaNPZ(func(b []byte) []byte { b[2] = 6; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member with lc+lp over 4", lzmaNPZ(func(b []byte) []byte { b[4] = 4 + 9*1; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member cut short", lzmaNPZ(func(b []byte) []byte { return b[:len(b)/2] }), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a match before any data", lzmaNPZ(func(b []byte) []byte { b[10] = 0xff; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member of 89 bytes claiming 4 GB", lzmaBomb(), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a flipped byte", lzmaNPZ(func(b []byte) []byte { b[20] ^= 0x01; return b }), tensorfile.ErrFormat},
+}
+
+// bzip2Bomb is testdata/npz/bzip2.npz (written by zipfile) with its first
+// member claiming 4 GB uncompressed, in the central directory and in the
+// zip64 extra field of the local header.
+func bzip2Bomb() []byte {
+	b, err := os.ReadFile("testdata/npz/bzip2.npz")
+	if err != nil {
+		panic(err)
+	}
+	if string(b[30:35]) != "a.npy" || binary.LittleEndian.Uint16(b[35:]) != 1 {
+		panic("testdata/npz/bzip2.npz: not the layout expected")
+	}
+	binary.LittleEndian.PutUint64(b[39:], 0xfffffff0)
+	binary.LittleEndian.PutUint32(b[bytes.Index(b, []byte("PK\x01\x02"))+24:], 0xfffffff0)
+	return b
 }
 
 // lzmaBomb is lzmaNPZ's archive with both headers claiming 4 GB
