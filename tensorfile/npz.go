@@ -32,6 +32,7 @@ const (
 // CheckCRC makes OpenNPZ also check the CRC-32 of the stored members it
 // maps, reading each once through the file descriptor at open (copied
 // members are always checked). Opening then costs a read of the archive.
+// OpenNPY and OpenSafetensors ignore it: their formats have no checksums.
 func CheckCRC() Option { return Option{checkCRC: true} }
 
 // OpenNPZ maps the .npz archive at path (read-only) and returns its .npy
