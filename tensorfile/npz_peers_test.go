@@ -8,60 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"hash/crc32"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/godlpack/dlpack/tensorfile"
 )
-
-// Archives written by Python's zipfile with each method it has (stored,
-// deflate, bzip2, LZMA), members written as np.savez writes them, read in
-// Go bit for bit as np.load reads them.
-func TestNPZPeersZipfileMethods(t *testing.T) {
-	noLiveMappings(t)
-	dir := t.TempDir()
-	t.Log(strings.TrimSpace(runPython(t, "testdata/npz_peers.py", "write", dir)))
-	raw, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var files []manifestEntry
-	if err := json.Unmarshal(raw, &files); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range files {
-		f, err := tensorfile.OpenNPZ(filepath.Join(dir, e.File), tensorfile.CheckCRC())
-		if err != nil {
-			t.Errorf("%s (%s): %v", e.File, e.Writer, err)
-			continue
-		}
-		if len(f.Tensors()) != len(e.Members) {
-			t.Errorf("%s: %d tensors, want %d", e.File, len(f.Tensors()), len(e.Members))
-		}
-		for name, m := range e.Members {
-			tn, err := f.Tensor(name)
-			if err != nil {
-				t.Errorf("%s: %v", e.File, err)
-				continue
-			}
-			want, err := os.ReadFile(filepath.Join(dir, m.Bin))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkTensor(t, e.File+" "+name, tn, m, want, false)
-			if !tn.CRCChecked() {
-				t.Errorf("%s %s: CRC not checked", e.File, name)
-			}
-			n++
-		}
-		f.Close()
-	}
-	t.Logf("%d members of %d archives read bit for bit", n, len(files))
-}
 
 // npLoad is what np.load does with the archive b: the names it lists and
 // "ok" or the exception it raises.

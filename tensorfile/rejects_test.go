@@ -170,19 +170,8 @@ func lzmaNPZ(edit func([]byte) []byte) []byte {
 	if err != nil {
 		panic(err)
 	}
-	b = edit(b)
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	w, err := zw.CreateRaw(&zip.FileHeader{Name: "a.npy", Method: 14, Flags: 2, CRC32: crc32.ChecksumIEEE(member3()),
-		CompressedSize64: uint64(len(b)), UncompressedSize64: uint64(len(member3()))})
-	if err != nil {
-		panic(err)
-	}
-	w.Write(b)
-	if err := zw.Close(); err != nil {
-		panic(err)
-	}
-	return buf.Bytes()
+	return zipRaw(&zip.FileHeader{Name: "a.npy", Method: 14, Flags: 2, CRC32: crc32.ChecksumIEEE(member3()),
+		UncompressedSize64: uint64(len(member3()))}, edit(b))
 }
 
 // member3 is a .npy of three float64 zeros.
@@ -210,10 +199,16 @@ func rawNPZ(name string, m []byte, method uint16, crc uint32, flags uint16) []by
 		fw.Close()
 		body = c.Bytes()
 	}
+	return zipRaw(&zip.FileHeader{Name: name, Method: method, CRC32: crc, Flags: flags, UncompressedSize64: uint64(len(m))}, body)
+}
+
+// zipRaw is an archive of one member: fh's header (its compressed size
+// set), then body as it is, without a data descriptor.
+func zipRaw(fh *zip.FileHeader, body []byte) []byte {
+	fh.CompressedSize64 = uint64(len(body))
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	w, err := zw.CreateRaw(&zip.FileHeader{Name: name, Method: method, CRC32: crc, Flags: flags,
-		CompressedSize64: uint64(len(body)), UncompressedSize64: uint64(len(m))})
+	w, err := zw.CreateRaw(fh)
 	if err != nil {
 		panic(err)
 	}
