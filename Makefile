@@ -64,7 +64,7 @@ nocgo:
 FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
 FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
-	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./dlarrow:FuzzOpenFile
+	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
 	@for t in $(FUZZ_TARGETS); do \

@@ -39,10 +39,19 @@
 //     little-endian ('<') or no ('|') byte order. Big-endian data fails
 //     with ErrByteOrder (ReadNPY converts it into a Buffer); object,
 //     structured, string and datetime dtypes fail with ErrDType.
-//   - .npz: members ending in ".npy", named without it. Stored members
-//     whose data offset suits the element's alignment are mapped; the
-//     others (deflated, misaligned, big-endian) are copied into a
-//     dlpack.Buffer each, their CRC checked. Tensor.Mapped tells which.
+//   - .npz: members ending in ".npy", named without it (names decoded as
+//     Python's zipfile decodes them: UTF-8 when flagged so, else CP437).
+//     Each member's local header must agree with the central directory
+//     (name, method, CRC-32, sizes; a data descriptor's when there is
+//     one), else ErrFormat. Stored members whose data offset suits the
+//     element's alignment are mapped; the others (misaligned, big-endian,
+//     deflated, bzip2 and LZMA members: zip methods 8, 12, 14, which
+//     Python's zipfile reads; the LZMA decoder is this package's own,
+//     neither the standard library nor golang.org/x having one) are read
+//     into a dlpack.Buffer each. Tensor.Mapped tells which. Every member
+//     read is checked against its CRC-32 (ErrChecksum); mapped members are
+//     not read, so not checked, unless OpenNPZ is given CheckCRC, which
+//     reads them once at open; Tensor.CRCChecked tells.
 //     OpenNPZ maps read-only (a write would leave the member's CRC stale).
 //   - safetensors: tensors ordered by offset, each a view at 8 + N +
 //     begin; a tensor misaligned there for its element type (a header
@@ -111,7 +120,7 @@
 // # Bad files
 //
 // Every malformed file is an error wrapping one of ErrFormat,
-// ErrTruncated, ErrLayout, ErrDType or ErrByteOrder, and a
+// ErrTruncated, ErrLayout, ErrDType, ErrByteOrder or ErrChecksum, and a
 // *dlpack.FieldError naming the field and value; the catalogue is
 // docs/rejects-files.md. Parsing never reads outside the file, and a
 // failed open leaves nothing mapped.

@@ -54,3 +54,7 @@ func renamed(err error, field string) error {
 	}
 	return err
 }
+
+// ErrChecksum: the bytes of an .npz member disagree with the CRC-32 its
+// archive records for them.
+var ErrChecksum = errors.New("tensorfile: checksum mismatch")

@@ -14,8 +14,8 @@ import (
 
 // Option changes how a file is opened.
 type Option struct {
-	writable     bool
-	maxNPYHeader int64 // 0: DefaultMaxNPYHeader
+	writable, checkCRC bool
+	maxNPYHeader       int64 // 0: DefaultMaxNPYHeader
 }
 
 // DefaultMaxNPYHeader is the longest .npy header read unless
@@ -25,8 +25,9 @@ type Option struct {
 const DefaultMaxNPYHeader = 10_000
 
 // MaxNPYHeader sets the longest .npy header (the dict literal, in bytes)
-// that is read, for trusted files whose headers exceed
-// DefaultMaxNPYHeader, as NumPy's max_header_size does. The length is
+// that is read, of a .npy file or of the members of an .npz, for trusted
+// files whose headers exceed DefaultMaxNPYHeader, as NumPy's
+// max_header_size does. The length is
 // checked before the header is read: a longer one fails with ErrFormat,
 // whatever the file's size.
 func MaxNPYHeader(n int) Option { return Option{maxNPYHeader: int64(max(n, 1))} }
@@ -291,6 +292,7 @@ type Tensor struct {
 	data     unsafe.Pointer        // the first byte in the mapping; nil when empty or copied
 	buf      *dlpack.Buffer[uint8] // the copy, when not mapped
 	readOnly bool
+	crcOK    bool // an .npz member whose CRC-32 was checked
 }
 
 // Name returns the tensor's name: the safetensors key, the .npz member
@@ -313,7 +315,7 @@ func (t *Tensor) NBytes() int64 { return t.nbytes }
 // Mapped reports whether the tensor is a view of the file's mapping (true
 // for .npy tensors, safetensors tensors and stored .npz members aligned
 // for their type: dlpack.DataType.Alignment) rather than a copy in a
-// dlpack.Buffer (deflated .npz members; misaligned .npy, .npz and
+// dlpack.Buffer (compressed .npz members; misaligned .npy, .npz and
 // safetensors data; ReadNPY). Exports of a copy carry dlpack.FlagIsCopied.
 func (t *Tensor) Mapped() bool { return t.buf == nil }
 

@@ -304,12 +304,6 @@ func (f *File) npyFile(fd io.ReaderAt, size int64) (*Tensor, error) {
 	return copyNPY(f, io.NewSectionReader(fd, 0, size), size, "", true)
 }
 
-// readNPYHeader reads the header of the .npy of n bytes in r, refusing
-// headers over DefaultMaxNPYHeader.
-func readNPYHeader(r io.ReaderAt, n int64) (*npyHeader, error) {
-	return readNPYHeaderMax(r, n, DefaultMaxNPYHeader)
-}
-
 // npyHeaderLen returns the header length that the preamble pre (at least
 // 10 bytes, 12 for version 2.0 and 3.0) declares, and where the header
 // starts; 0, 0 when pre is no .npy preamble (parseNPYHeader says why).
@@ -356,9 +350,10 @@ func readNPYHeaderMax(r io.ReaderAt, n, limit int64) (*npyHeader, error) {
 }
 
 // npyTensor parses the .npy of n bytes in r, which is at byte off of the
-// mapping m, and returns a mapped tensor of it.
-func npyTensor(m *mapping, r io.ReaderAt, off, n int64, name string, readOnly bool) (*Tensor, error) {
-	h, err := readNPYHeader(r, n)
+// mapping m, refusing a header longer than limit, and returns a mapped
+// tensor of it.
+func npyTensor(m *mapping, r io.ReaderAt, off, n, limit int64, name string, readOnly bool) (*Tensor, error) {
+	h, err := readNPYHeaderMax(r, n, limit)
 	if err != nil {
 		return nil, err
 	}

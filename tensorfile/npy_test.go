@@ -1,6 +1,7 @@
 package tensorfile_test
 
 import (
+	"archive/zip"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -164,4 +165,24 @@ func npyPadded(hlen int, data []byte) []byte {
 	hdr += strings.Repeat(" ", hlen-len(hdr)-1) + "\n"
 	b := binary.LittleEndian.AppendUint32([]byte("\x93NUMPY\x02\x00"), uint32(len(hdr)))
 	return append(append(b, hdr...), data...)
+}
+
+// TestNPZHeaderBound: MaxNPYHeader reaches the members of an .npz, stored
+// and deflated, as it does OpenNPY.
+func TestNPZHeaderBound(t *testing.T) {
+	f8x3 := make([]byte, 24)
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		p := writeTemp(t, "big.npz", npzBytes(map[string][]byte{"a.npy": npyPadded(10_001, f8x3)}, method))
+		if _, err := tensorfile.OpenNPZ(p); !errors.Is(err, tensorfile.ErrFormat) {
+			t.Fatalf("method %d: OpenNPZ with the default bound: %v, want ErrFormat", method, err)
+		}
+		f, err := tensorfile.OpenNPZ(p, tensorfile.MaxNPYHeader(20_000))
+		if err != nil {
+			t.Fatalf("method %d: OpenNPZ with MaxNPYHeader(20000): %v", method, err)
+		}
+		if got := f.Tensors()[0].Shape(); len(got) != 1 || got[0] != 3 {
+			t.Errorf("method %d: shape %v, want [3]", method, got)
+		}
+		f.Close()
+	}
 }

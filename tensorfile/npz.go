@@ -2,71 +2,117 @@ package tensorfile
 
 import (
 	"archive/zip"
+	"compress/bzip2"
+	"compress/flate"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"strings"
 
 	"github.com/godlpack/dlpack"
 )
 
-// maxDeflateRatio bounds the size a deflated member may claim: deflate
-// cannot compress better than about 1032:1.
-const maxDeflateRatio = 1032
+// Bounds on the uncompressed size a member may claim for its compressed
+// size (plus 1024 bytes), so a small archive cannot make OpenNPZ allocate
+// what its data could never fill:
+//   - deflate cannot compress better than about 1032:1;
+//   - a bzip2 block costs at least 19 bytes (magic, CRC, origPtr, symbol
+//     map, table counts) and expands to at most 45,899,235 bytes;
+//   - LZMA codes at best a 273-byte repeat in 14 binary decisions of at
+//     least 0.022 bits each (probabilities saturate at 2017/2048), about
+//     7100:1 (10^8 zero bytes compress 7051:1).
+const (
+	maxDeflateRatio = 1032
+	maxBzip2Ratio   = 45899235/19 + 1
+	maxLZMARatio    = 8000
+)
+
+// CheckCRC makes OpenNPZ also check the CRC-32 of the stored members it
+// maps, reading each once through the file descriptor at open (copied
+// members are always checked). Opening then costs a read of the archive.
+// OpenNPY and OpenSafetensors ignore it: their formats have no checksums.
+func CheckCRC() Option { return Option{checkCRC: true} }
 
 // OpenNPZ maps the .npz archive at path (read-only) and returns its .npy
 // members as tensors named as np.load names them (the member name without
-// ".npy"); members not ending in ".npy" are skipped.
+// ".npy", decoded as Python's zipfile decodes it: UTF-8 when the member
+// is flagged so, CP437 otherwise); members not ending in ".npy" are
+// skipped. The file must start as a zip archive does, as np.load
+// requires (so no self-extractor stub), and each member's local header
+// must agree with the central directory (name, method, CRC-32 and sizes,
+// or those of its data descriptor).
 //
 // Which members are views of the mapping and which are copies (see
 // Tensor.Mapped):
 //   - stored (np.savez) members whose data offset inside the archive suits
-//     the element's alignment are mapped: no copy, and their CRC is not
-//     checked (that would read the data);
-//   - deflated (np.savez_compressed) members are decompressed, and their
-//     CRC checked, into a dlpack.Buffer per member; so are stored members
-//     that are misaligned (np.savez does not align) or big-endian (copied
-//     to native order).
+//     the element's alignment are mapped: no copy, and their CRC-32 is not
+//     checked unless the CheckCRC option is given (checking reads the
+//     data, which opening otherwise never does);
+//   - stored members that are misaligned (np.savez does not align) or
+//     big-endian (copied to native order), and deflated
+//     (np.savez_compressed), bzip2 and LZMA members (zipfile.ZIP_BZIP2,
+//     zipfile.ZIP_LZMA) are read, decompressed and CRC-checked into a
+//     dlpack.Buffer per member.
 //
-// Every tensor is read-only. The archive's mapping and the copies live
-// until Close and every export's release, as for any File. Copies need
-// cgo: without it an archive with a member to copy fails with
-// dlpack.ErrCgoRequired.
-func OpenNPZ(path string) (*File, error) {
-	f, fd, size, err := openFile(path, nil)
+// Tensor.CRCChecked tells whether a member's CRC-32 was checked. A
+// member whose bytes fail it fails the open with ErrChecksum.
+//
+// The only option accepted is CheckCRC: the archive is mapped read-only
+// (a write would leave the member's CRC stale), and every tensor is
+// read-only. The archive's mapping and the copies live until Close and
+// every export's release, as for any File. Copies need cgo: without it an
+// archive with a member to copy fails with dlpack.ErrCgoRequired.
+func OpenNPZ(path string, opts ...Option) (*File, error) {
+	checkCRC := false
+	for _, o := range opts {
+		if o.writable {
+			return nil, errors.New("tensorfile: OpenNPZ maps read-only; ReadWrite is not an option for it")
+		}
+		checkCRC = checkCRC || o.checkCRC
+	}
+	f, fd, size, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	if err := f.loadNPZ(fd, size); err != nil {
+	if err := f.loadNPZ(fd, size, checkCRC); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-func (f *File) loadNPZ(fd io.ReaderAt, size int64) error {
-	zr, err := zip.NewReader(fd, size)
+// CRCChecked reports whether the bytes of the tensor's .npz member were
+// checked against the CRC-32 of its archive when the file was opened:
+// true for copied members, and for mapped ones opened with CheckCRC;
+// false for other mapped members, and for .npy and safetensors tensors
+// (formats without checksums).
+func (t *Tensor) CRCChecked() bool { return t.crcOK }
+
+func (f *File) loadNPZ(fd io.ReaderAt, size int64, checkCRC bool) error {
+	es, err := readZipDir(fd, size)
 	if err != nil {
-		return fieldErr(ErrFormat, "archive", "not a zip archive", err.Error())
+		return err
 	}
-	for _, zf := range zr.File {
-		if !strings.HasSuffix(zf.Name, ".npy") {
+	for i := range es {
+		e := &es[i]
+		if !strings.HasSuffix(e.name, ".npy") {
 			continue
 		}
-		name := strings.TrimSuffix(zf.Name, ".npy")
-		field := fmt.Sprintf("member %q", zf.Name)
+		if err := e.checkLocal(fd, size); err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(e.name, ".npy")
 		var t *Tensor
-		switch zf.Method {
-		case zip.Store:
-			t, err = f.storedMember(fd, size, zf, name, field)
-		case zip.Deflate:
-			t, err = f.deflatedMember(zf, name, field)
-		default:
-			err = fieldErr(ErrFormat, field, zf.Method, "compression method not stored or deflated")
+		if e.method == zipStore {
+			t, err = f.storedMember(fd, e, name, checkCRC)
+		} else {
+			t, err = f.compressedMember(fd, e, name)
 		}
 		if err != nil {
-			return wrapMember(field, err)
+			return wrapMember(e.field, err)
 		}
 		if err := f.add(t); err != nil {
 			return err
@@ -85,51 +131,149 @@ func wrapMember(field string, err error) error {
 	return err
 }
 
-func (f *File) storedMember(fd io.ReaderAt, size int64, zf *zip.File, name, field string) (*Tensor, error) {
-	off, err := zf.DataOffset()
-	if err != nil {
-		return nil, fieldErr(ErrFormat, field, "local header", err.Error())
+func (f *File) storedMember(fd io.ReaderAt, e *zipEntry, name string, checkCRC bool) (*Tensor, error) {
+	if e.usize != e.csize {
+		return nil, zipErr(e.field+" uncompressed size", e.usize, fmt.Sprintf("a stored member whose compressed size is %d", e.csize))
 	}
-	n := int64(zf.CompressedSize64)
-	if zf.UncompressedSize64 != zf.CompressedSize64 {
-		return nil, fieldErr(ErrFormat, field, zf.UncompressedSize64, "stored member whose sizes differ")
-	}
-	if off < 0 || n < 0 || off > size || n > size-off {
-		return nil, fieldErr(ErrTruncated, field, n, "past the end of the archive")
-	}
+	off, n := e.dataOff, int64(e.csize) // checkLocal keeps them inside the archive
 	r := io.NewSectionReader(fd, off, n)
-	h, err := readNPYHeader(r, n)
+	h, err := readNPYHeaderMax(r, n, f.npyHeaderLimit())
+	if err == nil {
+		err = h.checkSize(n)
+	}
+	if err != nil {
+		return nil, e.orChecksum(err, io.NewSectionReader(fd, off, n), 0)
+	}
+	if h.bigEndian || (off+h.dataOffset)%int64(h.dtype.Alignment()) != 0 {
+		return f.copyMember(io.NewSectionReader(fd, off, n), e, name)
+	}
+	t, err := npyTensor(f.m, r, off, n, f.npyHeaderLimit(), name, true)
+	if err != nil || !checkCRC {
+		return t, err
+	}
+	cr := &crcReader{r: io.NewSectionReader(fd, off, n)}
+	if _, err := io.Copy(io.Discard, cr); err != nil || cr.n != e.usize {
+		return nil, fieldErr(ErrTruncated, e.field+" data", n, fmt.Sprintf("%d bytes read for its CRC-32: %v", cr.n, err))
+	}
+	if cr.sum != e.crc {
+		return nil, e.checksumErr(cr.sum)
+	}
+	t.crcOK = true
+	return t, nil
+}
+
+// compressedMember decompresses e into a Buffer.
+func (f *File) compressedMember(fd io.ReaderAt, e *zipEntry, name string) (*Tensor, error) {
+	var ratio uint64
+	var method string
+	switch e.method {
+	case zipDeflate:
+		ratio, method = maxDeflateRatio, "deflate"
+	case zipBzip2:
+		ratio, method = maxBzip2Ratio, "bzip2"
+	case zipLZMA:
+		ratio, method = maxLZMARatio, "LZMA"
+	default:
+		return nil, zipErr(e.field+" method", e.method, "compression method not stored (0), deflate (8), bzip2 (12) or LZMA (14)")
+	}
+	if e.csize > (1<<63)/ratio || e.usize > e.csize*ratio+1024 {
+		return nil, fieldErr(ErrTruncated, e.field+" uncompressed size", e.usize, fmt.Sprintf("claims more than %s can expand %d bytes to", method, e.csize))
+	}
+	open := func() (io.Reader, error) {
+		src := io.NewSectionReader(fd, e.dataOff, int64(e.csize))
+		switch e.method {
+		case zipDeflate:
+			return flate.NewReader(src), nil
+		case zipBzip2:
+			return bzip2.NewReader(src), nil
+		default:
+			return newZipLZMAReader(src, e)
+		}
+	}
+	r, err := open()
 	if err != nil {
 		return nil, err
 	}
-	if err := h.checkSize(n); err != nil {
-		return nil, err
-	}
-	if !h.bigEndian && (off+h.dataOffset)%int64(alignOf(h.dtype)) == 0 {
-		return npyTensor(f.m, r, off, n, name, true)
-	}
-	return copyNPY(f, r, n, name, true)
+	return f.copyMember(r, e, name)
 }
 
-func (f *File) deflatedMember(zf *zip.File, name, field string) (*Tensor, error) {
-	if zf.UncompressedSize64 > zf.CompressedSize64*maxDeflateRatio+1024 {
-		return nil, fieldErr(ErrTruncated, field, zf.UncompressedSize64, fmt.Sprintf("claims more than deflate can expand %d bytes to", zf.CompressedSize64))
+// copyMember reads the .npy of e, whose bytes r yields, into a Buffer,
+// checking their CRC-32.
+func (f *File) copyMember(r io.Reader, e *zipEntry, name string) (*Tensor, error) {
+	cr := &crcReader{r: r}
+	t, err := copyNPY(f, cr, int64(e.usize), name, true)
+	if err == nil && cr.sum != e.crc {
+		err = e.checksumErr(cr.sum)
 	}
-	rc, err := zf.Open()
 	if err != nil {
-		return nil, fieldErr(ErrFormat, field, "local header", err.Error())
+		if cr.err != nil && !errors.Is(err, ErrChecksum) {
+			return nil, e.streamErr(cr.err)
+		}
+		return nil, e.orChecksum(err, cr, cr.n)
 	}
-	defer rc.Close()
-	return copyNPY(f, rc, int64(zf.UncompressedSize64), name, true)
+	t.crcOK = true
+	return t, nil
 }
 
-// alignOf is the alignment a Go element of dt needs.
-func alignOf(dt dlpack.DataType) int {
-	a := dt.ItemSize()
-	if dt.Code == dlpack.CodeComplex {
-		a /= 2
+// streamErr is the error of a decompressor that failed on e's data.
+func (e *zipEntry) streamErr(err error) error {
+	if _, ok := err.(*dlpack.FieldError); ok {
+		return err
 	}
-	return min(max(a, 1), 8)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return fieldErr(ErrTruncated, e.field+" compressed data", e.csize, "ends early: "+err.Error())
+	}
+	return zipErr(e.field+" compressed data", e.csize, err.Error())
+}
+
+// orChecksum reads the rest of a member's bytes (of which r yields those
+// after the first done) and returns an ErrChecksum error if they fail the
+// member's CRC-32, else err: a member that fails its CRC reports that,
+// whatever else looks wrong in it.
+func (e *zipEntry) orChecksum(err error, r io.Reader, done uint64) error {
+	if errors.Is(err, ErrChecksum) {
+		return err
+	}
+	cr, ok := r.(*crcReader)
+	if !ok {
+		cr = &crcReader{r: r}
+	}
+	if done > e.usize {
+		return err
+	}
+	if _, cerr := io.Copy(io.Discard, io.LimitReader(cr, int64(e.usize-done)+1)); cerr != nil || cr.n != e.usize {
+		if cr.err != nil { // a decompressor's error is nearer the cause
+			return e.streamErr(cr.err)
+		}
+		return err // unreadable: err says why
+	}
+	if cr.sum != e.crc {
+		return e.checksumErr(cr.sum)
+	}
+	return err
+}
+
+func (e *zipEntry) checksumErr(got uint32) error {
+	return fieldErr(ErrChecksum, e.field+" CRC-32", fmt.Sprintf("0x%08x", got), fmt.Sprintf("the archive records 0x%08x", e.crc))
+}
+
+// crcReader computes the CRC-32 of what it reads, and keeps the first
+// error other than io.EOF.
+type crcReader struct {
+	r   io.Reader
+	sum uint32
+	n   uint64
+	err error
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum = crc32.Update(c.sum, crc32.IEEETable, p[:n])
+	c.n += uint64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // countWriter counts the bytes written through it.

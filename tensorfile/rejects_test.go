@@ -5,9 +5,11 @@ package tensorfile_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"strings"
 	"testing"
@@ -124,8 +126,165 @@ var badFiles = []badFile{
 	{"npz", "stored member of object dtype", npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Store), tensorfile.ErrDType},
 	{"npz", "stored member with a 10,001-byte header", npzBytes(map[string][]byte{"a.npy": npyPadded(10_001, f8x3)}, zip.Store), tensorfile.ErrFormat},
 	{"npz", "deflated member with a 10,001-byte header", npzBytes(map[string][]byte{"a.npy": npyPadded(10_001, f8x3)}, zip.Deflate), tensorfile.ErrFormat},
-	{"npz", "deflated member with a bad CRC", badCRC(), tensorfile.ErrFormat},
+	{"npz", "central directory CRC differs from the data descriptor's", badCRC(), tensorfile.ErrFormat},
 	{"npz", "deflated member claiming 1 TB", bomb(), tensorfile.ErrTruncated},
+	{"npz", "stored member with a flipped data byte", flipped(zip.Store), tensorfile.ErrChecksum},
+	{"npz", "deflated member with a flipped data byte", flipped(zip.Deflate), tensorfile.ErrChecksum},
+	{"npz", "local header names z.npy, central directory a.npy", localName(), tensorfile.ErrFormat},
+	{"npz", "local header method differs from the central directory's", patchLocal(8, 0, 8), tensorfile.ErrFormat},
+	{"npz", "local header CRC differs from the central directory's", patchLocal(14, 0, 0x12345678), tensorfile.ErrFormat},
+	{"npz", "local header size differs from the central directory's", patchLocal(22, 0, 7), tensorfile.ErrFormat},
+	{"npz", "encrypted member (flag bit 0)", patchCentral(8, 1, 0), tensorfile.ErrFormat},
+	{"npz", "unknown compression method 99", patchLocal(8, 99, 99), tensorfile.ErrFormat},
+	{"npz", "name flagged UTF-8 (bit 11) that is not", utf8Flagged(), tensorfile.ErrFormat},
+	{"npz", "local header offset past the end", patchCentral(42, 0xfffffff0, 32), tensorfile.ErrTruncated},
+	{"npz", "central directory offset past the end record", patchEnd(16, 0x7fffffff), tensorfile.ErrFormat},
+	{"npz", "archive after a stub (zipfile reads it, np.load does not)", append([]byte("#!stub\n"), npzBytes(map[string][]byte{"a.npy": member3()}, zip.Store)...), tensorfile.ErrFormat},
+	{"npz", "bzip2 member claiming 4 GB", bzip2Bomb(), tensorfile.ErrTruncated},
+	{"npz", "LZMA member with a properties size of 6", lzmaNPZ(func(b []byte) []byte { b[2] = 6; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member with lc+lp over 4", lzmaNPZ(func(b []byte) []byte { b[4] = 4 + 9*1; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member cut short", lzmaNPZ(func(b []byte) []byte { return b[:len(b)/2] }), tensorfile.ErrTruncated},
+	{"npz", "LZMA member with a match before any data", lzmaNPZ(func(b []byte) []byte { b[10] = 0xff; return b }), tensorfile.ErrFormat},
+	{"npz", "LZMA member of 89 bytes claiming 4 GB", lzmaBomb(), tensorfile.ErrTruncated},
+	{"npz", "LZMA member with a flipped byte", lzmaNPZ(func(b []byte) []byte { b[20] ^= 0x01; return b }), tensorfile.ErrFormat},
+}
+
+// bzip2Bomb is testdata/npz/bzip2.npz (written by zipfile) with its first
+// member claiming 4 GB uncompressed, in the central directory and in the
+// zip64 extra field of the local header.
+func bzip2Bomb() []byte {
+	b, err := os.ReadFile("testdata/npz/bzip2.npz")
+	if err != nil {
+		panic(err)
+	}
+	if string(b[30:35]) != "a.npy" || binary.LittleEndian.Uint16(b[35:]) != 1 {
+		panic("testdata/npz/bzip2.npz: not the layout expected")
+	}
+	binary.LittleEndian.PutUint64(b[39:], 0xfffffff0)
+	binary.LittleEndian.PutUint32(b[bytes.Index(b, []byte("PK\x01\x02"))+24:], 0xfffffff0)
+	return b
+}
+
+// lzmaBomb is lzmaNPZ's archive with both headers claiming 4 GB
+// uncompressed.
+func lzmaBomb() []byte {
+	b := lzmaNPZ(func(b []byte) []byte { return b })
+	binary.LittleEndian.PutUint32(b[22:], 0xfffffff0)
+	binary.LittleEndian.PutUint32(b[bytes.LastIndex(b, []byte("PK\x01\x02"))+24:], 0xfffffff0)
+	return b
+}
+
+// lzmaNPZ is an archive of one LZMA member (as zipfile writes it, the
+// end marker flagged), member3 compressed by liblzma
+// (testdata/lzma/npy3.lzma), its data passed through edit.
+func lzmaNPZ(edit func([]byte) []byte) []byte {
+	b, err := os.ReadFile("testdata/lzma/npy3.lzma")
+	if err != nil {
+		panic(err)
+	}
+	return zipRaw(&zip.FileHeader{Name: "a.npy", Method: 14, Flags: 2, CRC32: crc32.ChecksumIEEE(member3()),
+		UncompressedSize64: uint64(len(member3()))}, edit(b))
+}
+
+// member3 is a .npy of three float64 zeros.
+func member3() []byte {
+	return npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)
+}
+
+// flipped is an archive of one member written with the given method
+// whose data has one byte flipped after its CRC-32 was taken.
+func flipped(method uint16) []byte {
+	m := member3()
+	crc := crc32.ChecksumIEEE(m)
+	m[len(m)-1] ^= 0x01
+	return rawNPZ("a.npy", m, method, crc, 0)
+}
+
+// rawNPZ is an archive of one member, data m compressed with method,
+// with the given CRC-32 and flags, written without a data descriptor.
+func rawNPZ(name string, m []byte, method uint16, crc uint32, flags uint16) []byte {
+	body := m
+	if method == zip.Deflate {
+		var c bytes.Buffer
+		fw, _ := flate.NewWriter(&c, flate.BestCompression)
+		fw.Write(m)
+		fw.Close()
+		body = c.Bytes()
+	}
+	return zipRaw(&zip.FileHeader{Name: name, Method: method, CRC32: crc, Flags: flags, UncompressedSize64: uint64(len(m))}, body)
+}
+
+// zipRaw is an archive of one member: fh's header (its compressed size
+// set), then body as it is, without a data descriptor.
+func zipRaw(fh *zip.FileHeader, body []byte) []byte {
+	fh.CompressedSize64 = uint64(len(body))
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateRaw(fh)
+	if err != nil {
+		panic(err)
+	}
+	w.Write(body)
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// localName is an archive whose local header names z.npy and whose
+// central directory names a.npy.
+func localName() []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	copy(b[30:], "z.npy")
+	return b
+}
+
+// patchLocal is a stored archive of one member (no data descriptor)
+// with the 2- or 4-byte field at off of the local header set to v, and
+// the central directory's at the same place (+16) to cv when not 0.
+func patchLocal(off int, cv, v uint32) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	put := func(p []byte, v uint32) {
+		if off == 8 {
+			binary.LittleEndian.PutUint16(p, uint16(v))
+		} else {
+			binary.LittleEndian.PutUint32(p, v)
+		}
+	}
+	put(b[off:], v)
+	if cv != 0 {
+		put(b[bytes.LastIndex(b, []byte("PK\x01\x02"))+off+2:], cv)
+	}
+	return b
+}
+
+// patchCentral is patchLocal's archive with the central directory field
+// at off set to v: a 4-byte field if width is 32, else the 2-byte flags,
+// set in the local header too.
+func patchCentral(off int, v uint32, width int) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	i := bytes.LastIndex(b, []byte("PK\x01\x02")) + off
+	if width == 0 {
+		binary.LittleEndian.PutUint16(b[i:], uint16(v))
+		binary.LittleEndian.PutUint16(b[6:], uint16(v)) // the local flags too
+	} else {
+		binary.LittleEndian.PutUint32(b[i:], v)
+	}
+	return b
+}
+
+// patchEnd is a stored archive with the 4-byte field at off of the end
+// of central directory record set to v.
+func patchEnd(off int, v uint32) []byte {
+	b := rawNPZ("a.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0)
+	binary.LittleEndian.PutUint32(b[bytes.LastIndex(b, []byte("PK\x05\x06"))+off:], v)
+	return b
+}
+
+// utf8Flagged is an archive whose member name, flagged UTF-8, is the
+// CP437 byte 0x82.
+func utf8Flagged() []byte {
+	return rawNPZ("\x82.npy", member3(), zip.Store, crc32.ChecksumIEEE(member3()), 0x800)
 }
 
 // badCRC is an archive whose one deflated member's CRC is wrong.
@@ -141,6 +300,8 @@ func bomb() []byte {
 	b := npzBytes(map[string][]byte{"a.npy": npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", f8x3)}, zip.Deflate)
 	i := bytes.LastIndex(b, []byte("PK\x01\x02")) // uncompressed size at +24
 	binary.LittleEndian.PutUint32(b[i+24:], 0xfffffff0)
+	i = bytes.LastIndex(b, []byte("PK\x07\x08")) // and in the data descriptor, at +12
+	binary.LittleEndian.PutUint32(b[i+12:], 0xfffffff0)
 	return b
 }
 
@@ -175,7 +336,7 @@ var fileSentinels = []struct {
 	name string
 }{
 	{tensorfile.ErrFormat, "ErrFormat"}, {tensorfile.ErrTruncated, "ErrTruncated"}, {tensorfile.ErrLayout, "ErrLayout"},
-	{tensorfile.ErrDType, "ErrDType"}, {tensorfile.ErrByteOrder, "ErrByteOrder"},
+	{tensorfile.ErrDType, "ErrDType"}, {tensorfile.ErrByteOrder, "ErrByteOrder"}, {tensorfile.ErrChecksum, "ErrChecksum"},
 }
 
 // TestRejectsCatalogueIsCurrent opens every file of the catalogue, requires

@@ -1,8 +1,9 @@
 """The Python side of the tensorfile peer tests (driven by peers_test.go).
 
   peers.py write DIR  writes .npy (np.save and np.lib.format.write_array for
-                      format 1.0, 2.0 and 3.0), .npz (np.savez and
-                      np.savez_compressed) and safetensors files
+                      format 1.0, 2.0 and 3.0), .npz (np.savez,
+                      np.savez_compressed, zipfile's bzip2 and LZMA) and
+                      safetensors files
                       (safetensors.numpy.save_file) of every dtype, each
                       array's C-order little-endian bytes beside it in a
                       .bin file, and manifest.json listing them.
@@ -13,6 +14,7 @@
 import json
 import os
 import sys
+import zipfile
 
 import ml_dtypes
 import numpy as np
@@ -38,6 +40,20 @@ def sample(dtype, shape, seed):
         return (rng.integers(0, 2, n) == 1).reshape(shape)
     raw = rng.integers(0, 256, n * dtype.itemsize, dtype=np.uint8)
     return raw.view(dtype.newbyteorder("<")).astype(dtype).reshape(shape)
+
+
+def matches(seed):
+    """1.2 MB of random bytes, runs, and repeats at many distances."""
+    rng = np.random.default_rng(seed)
+    parts = [rng.integers(0, 256, 300_000, dtype=np.uint8), np.zeros(200_000, np.uint8)]
+    cur = np.concatenate(parts)
+    for k in range(200):
+        if k % 20 == 0:
+            cur = np.concatenate(parts)
+        off = int(rng.integers(max(0, len(cur) - 50_000), len(cur) - 5000))
+        parts.append(cur[off:off + int(rng.integers(2, 5000))])
+        parts.append(rng.integers(0, 256, int(rng.integers(1, 40)), dtype=np.uint8))
+    return np.concatenate(parts)
 
 
 def dtype_name(dt):
@@ -108,6 +124,17 @@ def write(d):
     entry(os.path.join(d, "stored.npz"), "npz", arrays, writer="np.savez")
     np.savez_compressed(os.path.join(d, "deflated.npz"), **arrays)
     entry(os.path.join(d, "deflated.npz"), "npz", arrays, writer="np.savez_compressed")
+    # zipfile's other methods, which np.load reads too, members written as
+    # np.savez writes them; with arrays long enough for two bzip2 blocks
+    # and LZMA matches of every kind.
+    long = dict(arrays, large=matches(7), ramp=np.arange(300_000, dtype=np.int32) % 1000)
+    for method, compression in {"bzip2": zipfile.ZIP_BZIP2, "lzma": zipfile.ZIP_LZMA}.items():
+        path = os.path.join(d, f"{method}.npz")
+        with zipfile.ZipFile(path, "w", compression=compression) as zf:
+            for k, v in long.items():
+                with zf.open(k + ".npy", "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, v, allow_pickle=False)
+        entry(path, "npz", long, writer=f"zipfile {method}")
 
     tensors = {}
     for i, (st, dt) in enumerate(ST_DTYPES.items()):
