@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -226,6 +226,31 @@ flight: $(VENV)/.installed
 	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
 	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
+
+# The Open Inference Protocol (module dloip, KServe v2 / Triton over gRPC):
+# oip.proto checked field by field against kserve's and tritonclient's own
+# definitions, the generated Go code regenerated and compared with the
+# committed one, then the package's tests.
+VENV_OIP := .venv-oip
+VENV_PROTOC := .venv-protoc
+$(VENV_OIP)/.installed: dloip/testdata/requirements.txt
+	python3 -m venv $(VENV_OIP)
+	$(VENV_OIP)/bin/python -m pip install -q --disable-pip-version-check -r dloip/testdata/requirements.txt
+	touch $@
+$(VENV_PROTOC)/.installed: dloip/internal/pb/requirements-protoc.txt
+	python3 -m venv $(VENV_PROTOC)
+	$(VENV_PROTOC)/bin/python -m pip install -q --disable-pip-version-check -r dloip/internal/pb/requirements-protoc.txt
+	touch $@
+oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed
+	@echo "== dloip: oip.proto against kserve's and tritonclient's definitions; the generated code is current"
+	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto kserve
+	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto triton
+	rm -rf .build/oip-gen && mkdir -p .build/oip-gen
+	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
+	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
+	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
+	cd dloip && GOWORK=off $(GO) vet ./...
+	cd dloip && GOWORK=off $(GO) test -count=1 ./...
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
