@@ -3,6 +3,7 @@ module github.com/godlpack/dlpack/dloip
 go 1.26.0
 
 require (
+	github.com/godlpack/dlpack v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
