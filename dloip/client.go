@@ -270,11 +270,11 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, &outInfer{msg: msg, field: fieldRawInput, raws: raws, keep: h}, in); err != nil {
 		return nil, err
 	}
-	return responseOf(in)
+	return responseOf(req.Model, in)
 }
 
 // responseOf checks and converts a received response.
-func responseOf(in *inInfer) (*InferResponse, error) {
+func responseOf(model string, in *inInfer) (*InferResponse, error) {
 	r := in.msg.(*pb.ModelInferResponse)
 	ws := make([]wireTensor, len(r.Outputs))
 	for i, o := range r.Outputs {
@@ -282,7 +282,7 @@ func responseOf(in *inInfer) (*InferResponse, error) {
 	}
 	ts, err := place("output", "raw_output_contents", ws, in.raws, nil)
 	if err != nil {
-		return nil, fmt.Errorf("dloip: infer %q: response: %w", r.GetModelName(), err)
+		return nil, fmt.Errorf("dloip: infer %q: response: %w", model, err)
 	}
 	return &InferResponse{Model: r.GetModelName(), Version: r.GetModelVersion(), ID: r.GetId(),
 		Parameters: paramsOf(r.GetParameters()), Outputs: ts}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,4 +126,9 @@ func wantStatus(t testing.TB, err error, code codes.Code, parts ...string) {
 			t.Fatalf("message %q lacks %q", st.Message(), p)
 		}
 	}
+}
+
+func gcWait() {
+	runtime.GC()
+	time.Sleep(10 * time.Millisecond)
 }

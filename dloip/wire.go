@@ -100,7 +100,7 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, inShm func(i i
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: `""`, Err: ErrInvalid, Why: "every " + what + " needs a name"}
 		}
 		if seen[w.name] {
-			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%s %q", what, w.name), Value: w.name, Err: ErrInvalid, Why: "the name is given twice"}
+			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: fmt.Sprintf("%q", w.name), Err: ErrInvalid, Why: "the name is given twice"}
 		}
 		seen[w.name] = true
 		if inShm == nil || !inShm(i) {
