@@ -230,7 +230,9 @@ flight: $(VENV)/.installed
 # The Open Inference Protocol (module dloip, KServe v2 / Triton over gRPC):
 # oip.proto checked field by field against kserve's and tritonclient's own
 # definitions, the generated Go code regenerated and compared with the
-# committed one, then the package's tests.
+# committed one, then the package's tests with the real peers (plain go
+# test skips them: DLOIP_PYTHON unset; here a skip fails), -race and
+# cgocheck2.
 VENV_OIP := .venv-oip
 VENV_PROTOC := .venv-protoc
 $(VENV_OIP)/.installed: dloip/testdata/requirements.txt
@@ -249,8 +251,13 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed
 	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
 	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
 	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
+	@echo "== dloip with the peers: kserve's ModelServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token)"
 	cd dloip && GOWORK=off $(GO) vet ./...
-	cd dloip && GOWORK=off $(GO) test -count=1 ./...
+	@out="$$(cd dloip && DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python GOWORK=off $(GO) test -count=1 -v ./... 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit|load:' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
+	cd dloip && GOWORK=off $(GO) test -count=1 -race ./...
+	cd dloip && GOWORK=off GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./...
 
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.

@@ -132,3 +132,12 @@ func gcWait() {
 	runtime.GC()
 	time.Sleep(10 * time.Millisecond)
 }
+
+// releasedN waits (collecting garbage) until r was released n times; it
+// reports whether it was, for goroutines that may not call t.Fatal.
+func releasedN(r *rawTensor, n int32) bool {
+	for i := 0; r.released.Load() != n && i < 200; i++ {
+		gcWait()
+	}
+	return r.released.Load() == n
+}

@@ -164,11 +164,8 @@ func TestHangUp(t *testing.T) {
 // are released by their cleanups) until r was released n times.
 func waitReleased(t testing.TB, r *rawTensor, n int32) {
 	t.Helper()
-	for i := 0; r.released.Load() != n && i < 200; i++ {
-		gcWait()
-	}
-	if got := r.released.Load(); got != n {
-		t.Fatalf("released %d times, want %d", got, n)
+	if !releasedN(r, n) {
+		t.Fatalf("released %d times, want %d", r.released.Load(), n)
 	}
 }
 

@@ -71,8 +71,10 @@ func TestLoad(t *testing.T) {
 					ok.Add(1)
 					sent.Add(n + int64(i+1))
 				}
-				waitReleased(t, a, 1)
-				waitReleased(t, b, 1)
+				if !releasedN(a, 1) || !releasedN(b, 1) {
+					t.Errorf("client %d call %d: an input released %d and %d times", c, i, a.released.Load(), b.released.Load())
+					errs.Add(1)
+				}
 			}
 		}()
 	}
