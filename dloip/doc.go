@@ -1,0 +1,77 @@
+// Package dloip speaks the Open Inference Protocol (the KServe v2
+// inference protocol) over gRPC, client and server, with tensors as
+// DLPack producers and the tensor bytes never copied by us: a Go service
+// calls NVIDIA Triton, KServe, Seldon MLServer or OpenVINO Model Server,
+// or serves Go models to any of their clients (tritonclient, kserve's
+// InferenceGRPCClient).
+//
+//   - Into a tensor: Client.Infer (its outputs), ModelFunc (a model's
+//     inputs, Request.Inputs).
+//   - Out of a tensor: Client.Infer (its inputs), Output (a model's
+//     outputs).
+//   - Copies: the wire (gRPC); typed contents decoded once.
+//
+// It is a module of its own (github.com/godlpack/dlpack/dloip), so that a
+// user of the core never downloads gRPC.
+//
+// # The wire
+//
+// The service is inference.GRPCInferenceService as the protocol defines
+// it (internal/pb/oip.proto, checked field by field against kserve's and
+// tritonclient's own definitions by make oip): ServerLive, ServerReady,
+// ModelReady, ServerMetadata, ModelMetadata and ModelInfer. A tensor
+// travels as raw contents (raw_input_contents, raw_output_contents): one
+// flat row-major little-endian blob per tensor, in the order of the
+// tensors. Datatypes: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32,
+// FP64, mapped both ways to DLPack element types (ParseDatatype,
+// DatatypeOf). BYTES, a list of byte strings and not a tensor, is refused
+// with ErrDatatype. Rank 0 and zero-size tensors travel as any other.
+// Received typed contents (InferTensorContents, which some peers send)
+// are decoded into a buffer of their own (Tensor.IsCopied); FP16 and
+// BF16, which have no typed list, must come raw.
+//
+// # Copies
+//
+// Sending (Client.Infer's inputs, a Server's outputs), each tensor is
+// taken with dlpack.From and its bytes are handed to gRPC as they are by
+// the codec, holding the tensor until gRPC has written them: the one copy
+// is gRPC's writer filling the socket's buffer; protobuf never copies the
+// bytes into a message. A tensor that is not compact row-major (strided,
+// transposed, broadcast) is made compact once, by a copy, first.
+// Receiving, gRPC reads the socket into its frame buffers; the codec then
+// copies each tensor's bytes once from those frames into a 64-byte
+// aligned buffer, and the Tensor shares that buffer (protobuf-go would
+// first gather the frames into one buffer and then copy each field again,
+// to an address of no particular alignment). A Tensor is a dlpack.Source
+// and a dlpack.Producer, so NumPy, JAX, ONNX Runtime or gonum take it
+// without another copy.
+//
+// # Security and limits
+//
+// Options.TLS serves over TLS; Options.Tokens requires a bearer token in
+// the "authorization" metadata (codes.Unauthenticated without one);
+// Options.Allow is the per-model policy (codes.PermissionDenied).
+// Options.MaxMessageBytes bounds messages either way and
+// Options.MaxTensorBytes the input bytes of one request
+// (codes.ResourceExhausted). A client has TLS, a bearer token, arbitrary
+// request headers and its own message limit (ClientOptions).
+//
+// A request that breaks the protocol gets codes.InvalidArgument with a
+// message naming the input and the value, and the server serves on: a
+// byte length that is not the shape times the element size, a negative or
+// overflowing dimension, an unknown datatype or BYTES, typed and raw
+// contents for one input, raw contents for only some inputs, a missing,
+// extra or duplicated input name, a datatype or shape the model's
+// metadata does not take, an output the model lacks. An unknown model or
+// version gets codes.NotFound. The client checks responses the same way
+// (errors wrapping ErrInvalid, ErrDatatype, ErrShape). A client that hangs
+// up mid-request leaves nothing held.
+//
+// # Models
+//
+// A Model gives its metadata (ModelMetadata: inputs and outputs with
+// name, datatype and shape, -1 for a dimension of variable size) and runs
+// a Request, whose inputs have already been checked against that
+// metadata, into Outputs of any dlpack.Producer. ModelFunc makes one of a
+// plain Go function.
+package dloip
