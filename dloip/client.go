@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"sort"
 	"sync/atomic"
 
 	"github.com/godlpack/dlpack"
@@ -180,9 +181,18 @@ type InferRequest struct {
 }
 
 // RequestedOutput names an output asked for, with its parameters.
+//
+// With Region set, the server writes the output into that registered
+// shared-memory region, Offset bytes into it, and Memory is the caller's
+// own mapping of those bytes (its length the byte size the server may
+// write): the output Tensor then shares Memory, and nothing of it
+// travels in the response.
 type RequestedOutput struct {
 	Name       string
 	Parameters Parameters
+	Region     string
+	Offset     uint64
+	Memory     []byte
 }
 
 // InferResponse is the answer to an Infer: the model and version that
@@ -253,7 +263,11 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
 		}
 		held = append(held, t)
-		raws = append(raws, t.data)
+		if in.Region != "" {
+			params = withRegion(params, in.Region, in.Offset, uint64(len(t.data)))
+		} else {
+			raws = append(raws, t.data)
+		}
 		msg.Inputs = append(msg.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
 	for _, o := range req.Outputs {
@@ -261,6 +275,9 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 		if err != nil {
 			closeAll(held)
 			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+		}
+		if o.Region != "" {
+			params = withRegion(params, o.Region, o.Offset, uint64(len(o.Memory)))
 		}
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name, Parameters: params})
 	}
@@ -270,20 +287,113 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, &outInfer{msg: msg, field: fieldRawInput, raws: raws, keep: h}, in); err != nil {
 		return nil, err
 	}
-	return responseOf(req.Model, in)
+	return responseOf(req, in)
+}
+
+// withRegion adds the shared-memory parameters of a tensor.
+func withRegion(params map[string]*pb.InferParameter, region string, off, n uint64) map[string]*pb.InferParameter {
+	if params == nil {
+		params = map[string]*pb.InferParameter{}
+	}
+	params[ParamRegion] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: region}}
+	params[ParamByteSize] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(n)}}
+	params[ParamOffset] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(off)}}
+	return params
 }
 
 // responseOf checks and converts a received response.
-func responseOf(model string, in *inInfer) (*InferResponse, error) {
+func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
+	model := req.Model
 	r := in.msg.(*pb.ModelInferResponse)
 	ws := make([]wireTensor, len(r.Outputs))
 	for i, o := range r.Outputs {
 		ws[i] = wireTensor{name: o.GetName(), datatype: o.GetDatatype(), shape: o.GetShape(), params: o.GetParameters(), contents: o.GetContents()}
 	}
-	ts, err := place("output", "raw_output_contents", ws, in.raws, nil)
+	asked := func(name string) *RequestedOutput {
+		for i := range req.Outputs {
+			if req.Outputs[i].Name == name && req.Outputs[i].Region != "" {
+				return &req.Outputs[i]
+			}
+		}
+		return nil
+	}
+	shm := &shmPlacer{
+		is: func(w wireTensor) bool { return asked(w.name) != nil },
+		make: func(w wireTensor) (*Tensor, error) {
+			o := asked(w.name)
+			dt, err := ParseDatatype(w.datatype)
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %w", w.name, err)
+			}
+			n, err := byteSize(dt, w.shape)
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %w", w.name, err)
+			}
+			if n > int64(len(o.Memory)) {
+				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
+					Why: fmt.Sprintf("%s %v needs %d bytes; the region's span has %d", w.datatype, w.shape, n, len(o.Memory))}
+			}
+			t, err := newTensor("output", w.name, w.datatype, w.shape, o.Memory[:n], nil)
+			if err != nil {
+				return nil, err
+			}
+			t.params = paramsOf(w.params)
+			return t, nil
+		},
+		rawToo: true,
+	}
+	ts, err := place("output", "raw_output_contents", ws, in.raws, shm)
 	if err != nil {
 		return nil, fmt.Errorf("dloip: infer %q: response: %w", model, err)
 	}
 	return &InferResponse{Model: r.GetModelName(), Version: r.GetModelVersion(), ID: r.GetId(),
 		Parameters: paramsOf(r.GetParameters()), Outputs: ts}, nil
+}
+
+// RegionStatus describes a registered shared-memory region.
+type RegionStatus struct {
+	Name     string
+	Key      string
+	Offset   uint64
+	ByteSize uint64
+}
+
+// RegisterSystemSharedMemory registers with the server the region name:
+// byteSize bytes at offset of the POSIX shared-memory object key (the
+// name shm_open takes, a file under /dev/shm on Linux; a tensorfile
+// created there, for one). Inputs and outputs then name it
+// (Input.Region, RequestedOutput.Region).
+func (c *Client) RegisterSystemSharedMemory(ctx context.Context, name, key string, offset, byteSize uint64) error {
+	if err := c.errIfClosed("register shared memory"); err != nil {
+		return err
+	}
+	_, err := c.pc.SystemSharedMemoryRegister(c.ctx(ctx), &pb.SystemSharedMemoryRegisterRequest{Name: name, Key: key, Offset: offset, ByteSize: byteSize})
+	return err
+}
+
+// UnregisterSystemSharedMemory unregisters the region name ("" for all).
+func (c *Client) UnregisterSystemSharedMemory(ctx context.Context, name string) error {
+	if err := c.errIfClosed("unregister shared memory"); err != nil {
+		return err
+	}
+	_, err := c.pc.SystemSharedMemoryUnregister(c.ctx(ctx), &pb.SystemSharedMemoryUnregisterRequest{Name: name})
+	return err
+}
+
+// SystemSharedMemoryStatus lists the registered regions (name "" for
+// all), sorted by name.
+func (c *Client) SystemSharedMemoryStatus(ctx context.Context, name string) ([]RegionStatus, error) {
+	if err := c.errIfClosed("shared memory status"); err != nil {
+		return nil, err
+	}
+	r, err := c.pc.SystemSharedMemoryStatus(c.ctx(ctx), &pb.SystemSharedMemoryStatusRequest{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	var out []RegionStatus
+	for _, s := range r.GetRegions() {
+		out = append(out, RegionStatus{Name: s.GetName(), Key: s.GetKey(), Offset: s.GetOffset(), ByteSize: s.GetByteSize()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
 }

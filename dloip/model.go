@@ -34,10 +34,17 @@ type ServerMetadata struct {
 
 // Input is a named tensor sent: an input of a Client.Infer. Tensor is
 // any producer of a CPU tensor of a datatype the protocol has.
+//
+// With Region set, Tensor lies in that registered shared-memory region
+// (Client.RegisterSystemSharedMemory), Offset bytes into it: its bytes
+// are not sent, only the region, offset and byte size; Tensor still gives
+// the datatype and shape.
 type Input struct {
 	Name       string
 	Tensor     dlpack.Producer
 	Parameters Parameters
+	Region     string
+	Offset     uint64
 }
 
 // Output is a named tensor a Model returns.

@@ -62,7 +62,9 @@ type Server struct {
 	grpc   *grpc.Server
 	mu     sync.RWMutex
 	models map[string]*served
-	closed bool
+	// regions: the registered shared-memory regions (shm.go).
+	regions map[string]*region
+	closed  bool
 }
 
 // served is a registered model and its metadata, read once.
@@ -81,7 +83,7 @@ func NewServer(opts Options) *Server {
 	if opts.Name == "" {
 		opts.Name = "dloip"
 	}
-	s := &Server{opts: opts, models: map[string]*served{}}
+	s := &Server{opts: opts, models: map[string]*served{}, regions: map[string]*region{}}
 	window, connWindow, rbuf, wbuf := transportSizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
@@ -165,12 +167,21 @@ func (s *Server) Unregister(name string) bool {
 // Serve serves on lis until Shutdown.
 func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
 
-// Shutdown stops accepting calls, waits for the running ones, and stops.
+// Shutdown stops accepting calls, waits for the running ones, and
+// stops; the shared-memory regions are unregistered (each unmapped once
+// no tensor uses it).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.grpc.GracefulStop()
+	s.mu.Lock()
+	regions := s.regions
+	s.regions = map[string]*region{}
+	s.mu.Unlock()
+	for _, r := range regions {
+		r.drop()
+	}
 }
 
 // authenticate checks the bearer token when Tokens is set and puts the
@@ -359,7 +370,23 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, raws [][]byte) (*Re
 		}
 		outputs = append(outputs, o.GetName())
 	}
-	ts, err := place("input", "raw_input_contents", ws, raws, nil)
+	shm := &shmPlacer{
+		is: func(w wireTensor) bool { _, ok := w.params[ParamRegion]; return ok },
+		make: func(w wireTensor) (*Tensor, error) {
+			field := fmt.Sprintf("input %q", w.name)
+			name, off, n, _, err := shmParams(field, w.params)
+			if err != nil {
+				return nil, err
+			}
+			dt, _ := ParseDatatype(w.datatype)
+			if want, _ := byteSize(dt, w.shape); uint64(want) != n {
+				return nil, &dlpack.FieldError{Field: field + ": " + ParamByteSize, Value: n, Err: ErrInvalid,
+					Why: fmt.Sprintf("%s %v needs %d bytes", w.datatype, w.shape, want)}
+			}
+			return s.regionTensor(w, name, off, n)
+		},
+	}
+	ts, err := place("input", "raw_input_contents", ws, raws, shm)
 	if err != nil {
 		return nil, err
 	}
@@ -397,6 +424,17 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 			return fail(err)
 		}
 		held = append(held, t)
+		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == name }); j >= 0 {
+			if ok, err := s.writeRegion(name, r.Outputs[j].GetParameters(), t.data); err != nil {
+				return fail(err)
+			} else if ok {
+				// In shared memory: an empty raw entry keeps the raw
+				// contents in step with the outputs, as Triton does.
+				raws = append(raws, []byte{})
+				msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: r.Outputs[j].GetParameters()})
+				continue
+			}
+		}
 		raws = append(raws, t.data)
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}

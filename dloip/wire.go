@@ -80,11 +80,22 @@ func hasValues(c *pb.InferTensorContents) bool {
 		len(c.Fp64Contents) > 0 || len(c.BytesContents) > 0)
 }
 
-// place gives each tensor of a received message its memory: raw
-// contents, in order, to the tensors not in shared memory (inShm tells,
-// may be nil), or typed contents. what is "input" or "output", rawField
-// the message's raw field name. On error every tensor made is released.
-func place(what, rawField string, ws []wireTensor, raws [][]byte, inShm func(i int) bool) (ts []*Tensor, err error) {
+// shmPlacer places the tensors of a message that lie in shared memory:
+// is tells which do, make makes one.
+type shmPlacer struct {
+	is   func(w wireTensor) bool
+	make func(w wireTensor) (*Tensor, error)
+	// rawToo: the raw contents have an (empty) entry for each tensor in
+	// shared memory too, as responses do (Triton keeps the entries in
+	// step with the outputs); requests have entries only for the others.
+	rawToo bool
+}
+
+// place gives each tensor of a received message its memory: shared
+// memory (shm, may be nil), raw contents in order, or typed contents.
+// what is "input" or "output", rawField the message's raw field name. On
+// error every tensor made is released.
+func place(what, rawField string, ws []wireTensor, raws [][]byte, shm *shmPlacer) (ts []*Tensor, err error) {
 	defer func() {
 		if err != nil {
 			for _, t := range ts {
@@ -95,6 +106,7 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, inShm func(i i
 	}()
 	seen := make(map[string]bool, len(ws))
 	plain := 0
+	inShm := make([]bool, len(ws))
 	for i, w := range ws {
 		if w.name == "" {
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: `""`, Err: ErrInvalid, Why: "every " + what + " needs a name"}
@@ -103,22 +115,34 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, inShm func(i i
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: fmt.Sprintf("%q", w.name), Err: ErrInvalid, Why: "the name is given twice"}
 		}
 		seen[w.name] = true
-		if inShm == nil || !inShm(i) {
+		if inShm[i] = shm != nil && shm.is(w); !inShm[i] || shm.rawToo {
 			plain++
 		}
 	}
 	if len(raws) > 0 && len(raws) != plain {
-		return nil, &dlpack.FieldError{Field: rawField, Value: fmt.Sprintf("%d entries", len(raws)), Err: ErrInvalid,
-			Why: fmt.Sprintf("raw contents must be given for all %d %ss not in shared memory, or none", plain, what)}
+		why := fmt.Sprintf("raw contents must be given for all %d %ss not in shared memory, or none", plain, what)
+		if shm != nil && shm.rawToo {
+			why = fmt.Sprintf("raw contents must be given for all %d %ss, or none", plain, what)
+		}
+		return nil, &dlpack.FieldError{Field: rawField, Value: fmt.Sprintf("%d entries", len(raws)), Err: ErrInvalid, Why: why}
 	}
 	k := 0
 	for i, w := range ws {
-		if inShm != nil && inShm(i) {
-			ts = append(ts, nil) // placed by the caller
-			continue
-		}
 		var t *Tensor
 		switch {
+		case inShm[i]:
+			if shm.rawToo && len(raws) > 0 {
+				if len(raws[k]) > 0 {
+					return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: raw contents", what, w.name), Value: len(raws[k]), Err: ErrInvalid,
+						Why: "the tensor is in shared memory"}
+				}
+				k++
+			}
+			if t, err = shm.make(w); err != nil {
+				return ts, err
+			}
+			ts = append(ts, t)
+			continue
 		case len(raws) > 0 && hasValues(w.contents):
 			return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: contents", what, w.name), Value: "typed and raw", Err: ErrInvalid,
 				Why: "a tensor travels in typed contents or in " + rawField + ", not both"}
