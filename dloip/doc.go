@@ -46,6 +46,30 @@
 // and a dlpack.Producer, so NumPy, JAX, ONNX Runtime or gonum take it
 // without another copy.
 //
+// # Shared memory
+//
+// The Server implements Triton's system shared-memory extension
+// (SystemSharedMemoryRegister, Status, Unregister; tritonclient's
+// tritonclient.utils.shared_memory makes such regions), and the Client
+// uses it (RegisterSystemSharedMemory, Input.Region,
+// RequestedOutput.Region): a client on the same host names a region, an
+// offset and a byte size instead of sending a tensor's bytes. The server
+// maps each registered span of the POSIX shared-memory object (a file
+// under /dev/shm, such as one tensorfile.CreateNPY made) once, checking
+// that the object holds it. An input in shared memory is the region's
+// memory itself, read-only, with no copy; an output asked for in shared
+// memory is written into the region, one copy from the model's output
+// (the response then carries an empty raw entry for it, as Triton's
+// does). Every use is bounds-checked against the region
+// (codes.InvalidArgument); a region that a running request or a tensor a
+// model kept still uses cannot be unregistered (codes.FailedPrecondition)
+// and is unmapped only when the last use ends. Values a peer placed off a
+// 64-byte boundary are never shared by chance: Tensor.DescribeTensor
+// refuses them (dlpack.ErrAlignment) and Tensor.DLPack copies them,
+// flagged dlpack.FlagIsCopied. Another process that truncates the object
+// while it is mapped makes reads of the lost pages fault; the extension
+// trusts the processes on the host it shares memory with.
+//
 // # Security and limits
 //
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in

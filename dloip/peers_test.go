@@ -142,3 +142,23 @@ func TestPeersClients(t *testing.T) {
 		t.Log(strings.TrimSpace(string(out)))
 	}
 }
+
+// TestPeersTritonSharedMemory: tritonclient's shared-memory regions
+// (tritonclient.utils.shared_memory) used by our Server for inputs and
+// outputs, every datatype, at offsets 0, 8 and 64, bit for bit
+// (testdata/triton_shm.py checks).
+func TestPeersTritonSharedMemory(t *testing.T) {
+	py := peerPython(t)
+	var models []Model
+	for _, d := range Datatypes() {
+		models = append(models, echoModel("echo_"+d, TensorMetadata{Name: "x_" + d, Datatype: d}))
+	}
+	_, addr := serve(t, Options{}, models...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "testdata/triton_shm.py", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}

@@ -11,7 +11,7 @@ import (
 
 // taken is a producer's tensor held to be sent: compact row-major bytes.
 type taken struct {
-	f        dlpack.Foreign
+	release  func()
 	datatype string
 	shape    []int64
 	data     []byte
@@ -22,6 +22,15 @@ type taken struct {
 // (strided, transposed, broadcast) is made compact once, by a copy. On
 // error nothing is held.
 func take(what, name string, p dlpack.Producer) (taken, error) {
+	if t, ok := p.(*Tensor); ok && t != nil {
+		// A received tensor handed on (a model's input as its output):
+		// its bytes as they are, whatever their alignment, which sending
+		// does not need.
+		if !t.hold() {
+			return taken{}, fmt.Errorf("%s %q: %w", what, name, dlpack.ErrClosed)
+		}
+		return taken{release: t.owner.ReleaseTensor, datatype: t.datatype, shape: t.Shape(), data: t.data}, nil
+	}
 	f, err := dlpack.From(p, dlpack.RequireDevice(dlpack.CPUDevice))
 	if err != nil {
 		return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
@@ -42,7 +51,7 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 		f.Close()
 		return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
 	}
-	t := taken{f: f, datatype: datatype, shape: f.Shape()}
+	t := taken{release: func() { f.Close() }, datatype: datatype, shape: f.Shape()}
 	if n := f.NBytes(); n > 0 {
 		b, first, err := dlpack.ReadOnlyBytes(f)
 		if err != nil {
@@ -59,7 +68,7 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 // closeAll releases the tensors taken.
 func closeAll(ts []taken) {
 	for _, t := range ts {
-		t.f.Close()
+		t.release()
 	}
 }
 
