@@ -5,7 +5,7 @@ GO ?= go
 PKGS := ./...
 STATICCHECK := v0.8.2
 
-.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip
+.PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip compare-oip
 
 test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -276,6 +276,13 @@ compare:
 compare: compare-onnx
 compare-onnx: $(VENV)/.installed
 	PY=$(VENV)/bin/python bash bench/onnx_compare.sh
+
+# dloip beside kserve's ModelServer and the Python clients (kserve,
+# tritonclient): one FP32 tensor there and back at 4 KiB, 1 MiB, 64 MiB,
+# medians, with memcpy and Go over shared memory; a Markdown table.
+compare: compare-oip
+compare-oip: $(VENV_OIP)/.installed
+	cd dloip && DLOIP_COMPARE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python GOWORK=off $(GO) test -count=1 -run '^TestCompare$$' -v . 2>&1 | grep -vE '^(=== RUN|    )'
 
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make

@@ -342,7 +342,7 @@ func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
 		},
 		rawToo: true,
 	}
-	ts, err := place("output", "raw_output_contents", ws, in.raws, shm)
+	ts, err := place("output", "raw_output_contents", ws, in.raws, in.frees, shm)
 	if err != nil {
 		return nil, fmt.Errorf("dloip: infer %q: response: %w", model, err)
 	}

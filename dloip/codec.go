@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"github.com/godlpack/dlpack"
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec this one defers to
 	"google.golang.org/grpc/mem"
@@ -57,11 +56,13 @@ type outInfer struct {
 
 // inInfer is a received ModelInferRequest or ModelInferResponse: msg
 // without its raw contents, which are raws, each a 64-byte aligned buffer
-// of its own.
+// of its own; frees[i], when set, gives raws[i] back to its pool (once
+// no Tensor uses it).
 type inInfer struct {
 	msg   proto.Message
 	field protowire.Number
 	raws  [][]byte
+	frees []func()
 }
 
 // zeroCopyPart: raw contents of at least this many bytes are handed to
@@ -197,13 +198,15 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 				return fmt.Errorf("%w: raw contents %d of %d bytes in a message of %d left", errMessage, len(f.raws), n, r.Remaining())
 			}
 			b := []byte{}
+			var free func()
 			if n > 0 {
-				b = dlpack.AlignedSlice[byte](int(n))
+				b, free = getBody(int(n))
 				if _, err := io.ReadFull(r, b); err != nil {
 					return fmt.Errorf("%w: %v", errMessage, err)
 				}
 			}
 			f.raws = append(f.raws, b)
+			f.frees = append(f.frees, free)
 			continue
 		}
 		rest = protowire.AppendVarint(rest, tag)

@@ -42,7 +42,12 @@
 // copies each tensor's bytes once from those frames into a 64-byte
 // aligned buffer, and the Tensor shares that buffer (protobuf-go would
 // first gather the frames into one buffer and then copy each field again,
-// to an address of no particular alignment). A Tensor is a dlpack.Source
+// to an address of no particular alignment). A tensor of 1 MiB or more
+// reuses a buffer that an earlier one of its size class left when it and
+// all its exports were released: fresh memory would be zeroed and faulted
+// in page by page during the copy, which costs more than the copy. A
+// Tensor's Bytes are therefore valid only until it is released (an
+// export holds its own reference). A Tensor is a dlpack.Source
 // and a dlpack.Producer, so NumPy, JAX, ONNX Runtime or gonum take it
 // without another copy.
 //

@@ -130,3 +130,37 @@ var _ = context.Background
 func unsafeBytes(xs []int32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(xs))), 4*len(xs))
 }
+
+// A received buffer goes back to its pool only once the Tensor and every
+// export of it are released: an export outlives the response, and the
+// next responses of that size never land in its memory.
+func TestPooledBuffersOutliveRelease(t *testing.T) {
+	_, addr := serve(t, Options{}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "UINT8", Shape: []int64{-1}}))
+	c := dial(t, addr, ClientOptions{})
+	first := newRaw(t, dlpack.Uint8, 2<<20)
+	resp, err := c.Infer(ctxT(t), &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: first}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := dlpack.From(resp.Output("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Release()
+	for range 4 {
+		next := newRaw(t, dlpack.Uint8, 2<<20)
+		r, err := c.Infer(ctxT(t), &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: next}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r.Output("x").Bytes(), next.data) {
+			t.Fatal("a later response differs")
+		}
+		r.Release()
+	}
+	b, _, _ := dlpack.ReadOnlyBytes(kept)
+	if !bytes.Equal(b, first.data) {
+		t.Fatal("an export's memory was reused while it was held")
+	}
+	kept.Close()
+}

@@ -58,32 +58,8 @@ var peerShapes = [][]int64{{}, {0}, {7}, {3, 0, 2}, {2, 3, 4}, {256, 1024}}
 // kserve has, at every shape, bit for bit.
 func TestPeersKserveServer(t *testing.T) {
 	py := peerPython(t)
-	grpcPort, httpPort := freePort(t), freePort(t)
-	cmd := exec.Command(py, "testdata/kserve_server.py", "--grpc_port", fmt.Sprint(grpcPort), "--http_port", fmt.Sprint(httpPort),
-		"--grpc_max_send_message_length", fmt.Sprint(64<<20), "--grpc_max_receive_message_length", fmt.Sprint(64<<20))
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Log(logs.String())
-		}
-	})
-	c := dial(t, fmt.Sprintf("127.0.0.1:%d", grpcPort), ClientOptions{})
+	c := dial(t, startKserve(t, py, 64<<20), ClientOptions{})
 	ctx := ctxT(t)
-	for i := 0; ; i++ {
-		if ok, _ := c.ModelReady(ctx, "echo", ""); ok {
-			break
-		}
-		if i == 600 {
-			t.Fatal("kserve did not become ready in 60 s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	if live, err := c.ServerLive(ctx); !live || err != nil {
 		t.Fatal(live, err)
 	}
@@ -161,4 +137,37 @@ func TestPeersTritonSharedMemory(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	t.Log(strings.TrimSpace(string(out)))
+}
+
+// startKserve starts testdata/kserve_server.py (message limit limit) on
+// loopback ports, waits until its model "echo" is ready, and returns its
+// gRPC address; it is killed at the end of the test.
+func startKserve(t *testing.T, py string, limit int) string {
+	t.Helper()
+	grpcPort, httpPort := freePort(t), freePort(t)
+	cmd := exec.Command(py, "testdata/kserve_server.py", "--grpc_port", fmt.Sprint(grpcPort), "--http_port", fmt.Sprint(httpPort),
+		"--grpc_max_send_message_length", fmt.Sprint(limit), "--grpc_max_receive_message_length", fmt.Sprint(limit))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
+	c := dial(t, addr, ClientOptions{})
+	for i := 0; ; i++ {
+		if ok, _ := c.ModelReady(ctxT(t), "echo", ""); ok {
+			return addr
+		}
+		if i == 600 {
+			t.Fatal("kserve did not become ready in 60 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -295,7 +295,7 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	req, err := s.request(m, r, in.raws)
+	req, err := s.request(m, r, in)
 	if err != nil {
 		return nil, statusOf(fmt.Errorf("dloip: model %q: %w", m.meta.Name, err))
 	}
@@ -319,7 +319,7 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
 
 // request checks a received request against the model's metadata and
 // makes its inputs.
-func (s *Server) request(m *served, r *pb.ModelInferRequest, raws [][]byte) (*Request, error) {
+func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Request, error) {
 	ws := make([]wireTensor, len(r.Inputs))
 	for i, t := range r.Inputs {
 		ws[i] = wireTensor{name: t.GetName(), datatype: t.GetDatatype(), shape: t.GetShape(), params: t.GetParameters(), contents: t.GetContents()}
@@ -386,7 +386,7 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, raws [][]byte) (*Re
 			return s.regionTensor(w, name, off, n)
 		},
 	}
-	ts, err := place("input", "raw_input_contents", ws, raws, shm)
+	ts, err := place("input", "raw_input_contents", ws, in.raws, in.frees, shm)
 	if err != nil {
 		return nil, err
 	}

@@ -102,9 +102,10 @@ type shmPlacer struct {
 
 // place gives each tensor of a received message its memory: shared
 // memory (shm, may be nil), raw contents in order, or typed contents.
-// what is "input" or "output", rawField the message's raw field name. On
-// error every tensor made is released.
-func place(what, rawField string, ws []wireTensor, raws [][]byte, shm *shmPlacer) (ts []*Tensor, err error) {
+// what is "input" or "output", rawField the message's raw field name;
+// frees[k], when set, gives raws[k] back to its pool once its Tensor is
+// released. On error every tensor made is released.
+func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func(), shm *shmPlacer) (ts []*Tensor, err error) {
 	defer func() {
 		if err != nil {
 			for _, t := range ts {
@@ -156,7 +157,11 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, shm *shmPlacer
 			return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: contents", what, w.name), Value: "typed and raw", Err: ErrInvalid,
 				Why: "a tensor travels in typed contents or in " + rawField + ", not both"}
 		case len(raws) > 0:
-			t, err = newTensor(what, w.name, w.datatype, w.shape, raws[k], nil)
+			var free func()
+			if k < len(frees) {
+				free = frees[k]
+			}
+			t, err = newTensor(what, w.name, w.datatype, w.shape, raws[k], free)
 			k++
 		default:
 			t, err = typed(what, w)
