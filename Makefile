@@ -7,7 +7,7 @@ STATICCHECK := v0.8.2
 
 .PHONY: test fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip compare-oip
 
-test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
+test: fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight oip gpu-check
 	@echo "== all checks passed"
 
 fmt-check:

@@ -245,6 +245,7 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	}
 	held := make([]taken, 0, len(req.Inputs))
 	raws := make([][]byte, 0, len(req.Inputs))
+	var mapped []bool
 	seen := map[string]bool{}
 	for _, in := range req.Inputs {
 		if in.Name == "" || seen[in.Name] {
@@ -267,6 +268,7 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 			params = withRegion(params, in.Region, in.Offset, uint64(len(t.data)))
 		} else {
 			raws = append(raws, t.data)
+			mapped = append(mapped, t.mapped)
 		}
 		msg.Inputs = append(msg.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
@@ -284,7 +286,11 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	h := newHolding(func() { closeAll(held) })
 	defer h.drop()
 	in := &inInfer{msg: new(pb.ModelInferResponse), field: fieldRawOutput}
-	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, &outInfer{msg: msg, field: fieldRawInput, raws: raws, keep: h}, in); err != nil {
+	out := &outInfer{msg: msg, field: fieldRawInput, raws: raws, mapped: mapped, keep: h}
+	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, out, in); err != nil {
+		if out.err != nil {
+			return nil, fmt.Errorf("dloip: infer %q: input: %w", req.Model, out.err)
+		}
 		return nil, err
 	}
 	return responseOf(req, in)

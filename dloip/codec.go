@@ -6,6 +6,10 @@ import (
 	"io"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/fault"
 
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the "proto" codec this one defers to
@@ -46,9 +50,17 @@ type outInfer struct {
 	msg   proto.Message
 	field protowire.Number
 	raws  [][]byte
+	// mapped[i]: raws[i] lies in a file mapping that another process may
+	// cut short; a read of a lost page faults (SIGBUS), which would kill
+	// the process in gRPC's writer goroutine. Such raws are copied here,
+	// on the marshalling goroutine, under a fault guard, into the message.
+	mapped []bool
 	// keep, when set, holds the memory of raws: large ones are then given
 	// to gRPC without a copy, each holding a reference to keep.
 	keep *holding
+	// err is the error Marshal met (a mapped file cut short), for the
+	// caller, which gRPC only hands a status.
+	err error
 	// dropAfterMarshal: Marshal drops keep's first reference (the call's
 	// own) once it has copied what it copies.
 	dropAfterMarshal bool
@@ -79,9 +91,12 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	head := proto.Size(f.msg)
 	size := head
-	for _, r := range f.raws {
+	copied := func(i int) bool {
+		return f.keep == nil || len(f.raws[i]) < zeroCopyPart || (i < len(f.mapped) && f.mapped[i])
+	}
+	for i, r := range f.raws {
 		size += protowire.SizeTag(f.field) + protowire.SizeVarint(uint64(len(r)))
-		if f.keep == nil || len(r) < zeroCopyPart {
+		if copied(i) {
 			size += len(r)
 		}
 	}
@@ -96,15 +111,33 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	for i, r := range f.raws {
 		b = protowire.AppendTag(b, f.field, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(len(r)))
-		if f.keep == nil || len(r) < zeroCopyPart {
+		if i < len(f.mapped) && f.mapped[i] && len(r) > 0 {
+
+			err := fault.Guard(uintptr(unsafe.Pointer(unsafe.SliceData(r))), uintptr(len(r)), func() error {
+				b = append(b, r...)
+				return nil
+			})
+			if fe, ok := err.(*fault.Error); ok {
+				pool.Put(bp)
+				out.Free()
+				f.err = &dlpack.FieldError{Field: "data", Value: fmt.Sprintf("byte %d of %d", fe.Offset, len(r)), Err: ErrTruncated,
+					Why: "the tensor's file was cut short while mapped (another process truncated or rewrote it); the lost pages cannot be read"}
+				return nil, f.err
+			}
+			continue
+		}
+		if copied(i) {
 			b = append(b, r...)
 			continue
 		}
 		*bp = b
 		out = append(out, mem.NewBuffer(bp, pool), keepBuffer(r, f.keep))
 		rest := 0
-		for _, q := range f.raws[i+1:] {
-			rest += protowire.SizeTag(f.field) + protowire.SizeVarint(uint64(len(q))) + len(q)
+		for j, q := range f.raws[i+1:] {
+			rest += protowire.SizeTag(f.field) + protowire.SizeVarint(uint64(len(q)))
+			if copied(i + 1 + j) {
+				rest += len(q)
+			}
 		}
 		bp = pool.Get(rest)
 		b = (*bp)[:0]

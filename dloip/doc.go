@@ -37,7 +37,14 @@
 // the codec, holding the tensor until gRPC has written them: the one copy
 // is gRPC's writer filling the socket's buffer; protobuf never copies the
 // bytes into a message. A tensor that is not compact row-major (strided,
-// transposed, broadcast) is made compact once, by a copy, first.
+// transposed, broadcast) is made compact once, by a copy, first. A
+// tensor in a file mapping (a tensorfile tensor, recognised by its Mapped
+// method, or a shared-memory input handed on) is the exception: another
+// process may cut the file short, and a read of a lost page faults
+// (SIGBUS), which would kill the process in gRPC's writer goroutine. Its
+// bytes are therefore copied into the message by the codec, on the
+// calling goroutine, under a fault guard: a truncated file fails the call
+// with an error wrapping ErrTruncated (a server answers codes.Internal).
 // Receiving, gRPC reads the socket into its frame buffers; the codec then
 // copies each tensor's bytes once from those frames into a 64-byte
 // aligned buffer, and the Tensor shares that buffer (protobuf-go would
@@ -71,9 +78,11 @@
 // and is unmapped only when the last use ends. Values a peer placed off a
 // 64-byte boundary are never shared by chance: Tensor.DescribeTensor
 // refuses them (dlpack.ErrAlignment) and Tensor.DLPack copies them,
-// flagged dlpack.FlagIsCopied. Another process that truncates the object
-// while it is mapped makes reads of the lost pages fault; the extension
-// trusts the processes on the host it shares memory with.
+// flagged dlpack.FlagIsCopied. An object another process cuts short after
+// it was registered fails the server's write of an output into it
+// (codes.Internal naming ErrTruncated) instead of killing the server; a
+// model that reads an input from such an object faults like any reader of
+// a truncated mapping.
 //
 // # Security and limits
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/tensorfile"
 )
 
 var (
@@ -30,3 +31,10 @@ var (
 	// codes.NotFound.
 	ErrNotFound = errors.New("dloip: no such model")
 )
+
+// ErrTruncated: a tensor in a file mapping (a tensorfile tensor, a
+// shared-memory region) whose file another process cut short; the lost
+// pages cannot be read. It is tensorfile.ErrTruncated. Sending such a
+// tensor fails (a server answers codes.Internal) instead of killing the
+// process.
+var ErrTruncated = tensorfile.ErrTruncated

@@ -406,6 +406,7 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 	}
 	held := make([]taken, 0, len(asked))
 	raws := make([][]byte, 0, len(asked))
+	var mapped []bool
 	fail := func(err error) (*outInfer, error) {
 		closeAll(held)
 		return nil, err
@@ -431,17 +432,19 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 				// In shared memory: an empty raw entry keeps the raw
 				// contents in step with the outputs, as Triton does.
 				raws = append(raws, []byte{})
+				mapped = append(mapped, false)
 				msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: r.Outputs[j].GetParameters()})
 				continue
 			}
 		}
 		raws = append(raws, t.data)
+		mapped = append(mapped, t.mapped)
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
 	h := newHolding(func() { closeAll(held) })
 	// gRPC always marshals a returned response (sendResponse), on this
 	// goroutine: the call's own reference is dropped there.
-	return &outInfer{msg: msg, field: fieldRawOutput, raws: raws, keep: h, dropAfterMarshal: true}, nil
+	return &outInfer{msg: msg, field: fieldRawOutput, raws: raws, mapped: mapped, keep: h, dropAfterMarshal: true}, nil
 }
 
 func findMeta(ts []TensorMetadata, name string) (TensorMetadata, bool) {

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/godlpack/dlpack/dloip/internal/pb"
+	"github.com/godlpack/dlpack/internal/fault"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -263,6 +265,14 @@ func (s *Server) writeRegion(name string, params map[string]*pb.InferParameter, 
 	if err != nil {
 		return false, err
 	}
-	copy(b, data)
-	return true, nil
+	// The object may have been cut short since it was registered: a
+	// write past its end faults, which the guard turns into an error.
+	err = fault.Guard(uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), func() error {
+		copy(b, data)
+		return nil
+	})
+	if fe, ok := err.(*fault.Error); ok {
+		return false, status.Errorf(codes.Internal, "dloip: %s: shared-memory region %q: byte %d: %v (its object was cut short)", field, rname, fe.Offset, ErrTruncated)
+	}
+	return true, err
 }

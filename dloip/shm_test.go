@@ -142,4 +142,22 @@ func TestSharedMemory(t *testing.T) {
 	}
 	_, err = c.SystemSharedMemoryStatus(ctx, "in")
 	wantStatus(t, err, codes.NotFound)
+
+	// An object cut short after it was registered: the server's write of
+	// an output into it fails with Internal, and the server lives on.
+	if err := c.RegisterSystemSharedMemory(ctx, "in", inKey, inOff, uint64(len(inData))); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterSystemSharedMemory(ctx, "out", outKey, outOff, uint64(len(outData))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(shmDir, outKey), 4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Infer(ctx, &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: inT, Region: "in"}},
+		Outputs: []RequestedOutput{{Name: "x", Region: "out", Memory: outData}}})
+	wantStatus(t, err, codes.Internal, `output "x"`, "cut short")
+	if ok, err := c.ServerLive(ctx); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
 }

@@ -15,6 +15,16 @@ type taken struct {
 	datatype string
 	shape    []int64
 	data     []byte
+	// mapped: data lies in a file mapping (a tensorfile tensor, a
+	// shared-memory region) that another process may cut short, so it is
+	// copied into the message under a fault guard (see outInfer.mapped).
+	mapped bool
+}
+
+// mappedProducer is a producer that can tell whether its tensor is a
+// view of a file mapping: tensorfile's Tensor.
+type mappedProducer interface {
+	Mapped() bool
 }
 
 // take takes p's tensor to send it as what ("input", "output") name. A
@@ -29,7 +39,7 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 		if !t.hold() {
 			return taken{}, fmt.Errorf("%s %q: %w", what, name, dlpack.ErrClosed)
 		}
-		return taken{release: t.owner.ReleaseTensor, datatype: t.datatype, shape: t.Shape(), data: t.data}, nil
+		return taken{release: t.owner.ReleaseTensor, datatype: t.datatype, shape: t.Shape(), data: t.data, mapped: t.readOnly}, nil
 	}
 	f, err := dlpack.From(p, dlpack.RequireDevice(dlpack.CPUDevice))
 	if err != nil {
@@ -52,6 +62,9 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 		return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
 	}
 	t := taken{release: func() { f.Close() }, datatype: datatype, shape: f.Shape()}
+	if mp, ok := p.(mappedProducer); ok && mp.Mapped() {
+		t.mapped = true
+	}
 	if n := f.NBytes(); n > 0 {
 		b, first, err := dlpack.ReadOnlyBytes(f)
 		if err != nil {
