@@ -164,3 +164,36 @@ func TestPooledBuffersOutliveRelease(t *testing.T) {
 	}
 	kept.Close()
 }
+
+// Output.Release runs once for every output a model returns: after the
+// server took the ones asked for, at once for the others and on errors.
+func TestOutputRelease(t *testing.T) {
+	x := TensorMetadata{Name: "x", Datatype: "INT8", Shape: []int64{-1}}
+	y := TensorMetadata{Name: "y", Datatype: "INT8", Shape: []int64{-1}}
+	var released atomic.Int32
+	fail := false
+	m := ModelFunc(ModelMetadata{Name: "m", Inputs: []TensorMetadata{x}, Outputs: []TensorMetadata{x, y}},
+		func(_ context.Context, req *Request) ([]Output, error) {
+			rel := func() { released.Add(1) }
+			outs := []Output{{Name: "x", Tensor: req.Inputs[0], Release: rel}, {Name: "y", Tensor: req.Inputs[0], Release: rel}}
+			if fail {
+				return outs, fmt.Errorf("the model failed")
+			}
+			return outs, nil
+		})
+	_, addr := serve(t, Options{}, m)
+	c := dial(t, addr, ClientOptions{})
+	in := []Input{{Name: "x", Tensor: newRaw(t, dlpack.Int8, 3)}}
+	resp, err := c.Infer(ctxT(t), &InferRequest{Model: "m", Inputs: in, Outputs: []RequestedOutput{{Name: "y"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Outputs) != 1 || resp.Outputs[0].Name() != "y" || released.Load() != 2 {
+		t.Fatalf("outputs %d, released %d", len(resp.Outputs), released.Load())
+	}
+	resp.Release()
+	fail = true
+	if _, err := c.Infer(ctxT(t), &InferRequest{Model: "m", Inputs: in}); err == nil || released.Load() != 4 {
+		t.Fatalf("%v, released %d", err, released.Load())
+	}
+}

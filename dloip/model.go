@@ -47,11 +47,16 @@ type Input struct {
 	Offset     uint64
 }
 
-// Output is a named tensor a Model returns.
+// Output is a named tensor a Model returns. Release, when set, is called
+// once the server is done with Tensor: after it took its own reference
+// (through dlpack.From, held until gRPC has written the bytes), or at
+// once for an output not asked for or a call that failed; a model whose
+// outputs have an owner to let go (a dlonnx.Output's Destroy) sets it.
 type Output struct {
 	Name       string
 	Tensor     dlpack.Producer
 	Parameters Parameters
+	Release    func()
 }
 
 // Request is an inference request as a Model sees it: the inputs as

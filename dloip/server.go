@@ -307,6 +307,13 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
 		}
 	}()
 	outs, err := m.m.Infer(ctx, req)
+	defer func() {
+		for _, o := range outs {
+			if o.Release != nil {
+				o.Release()
+			}
+		}
+	}()
 	if err != nil {
 		return nil, statusOf(fmt.Errorf("dloip: model %q: %w", m.meta.Name, err))
 	}
