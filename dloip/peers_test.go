@@ -1,6 +1,7 @@
 package dloip
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,4 +173,79 @@ func startKserve(t *testing.T, py string, limit int) string {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestPeersTritonRegionsGoClient: regions tritonclient's
+// shared_memory module made, used by our Client (against our Server):
+// the input read from one, the output written into the other and read
+// back by tritonclient's get_contents_as_numpy, bit for bit.
+func TestPeersTritonRegionsGoClient(t *testing.T) {
+	py := peerPython(t)
+	x := TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1, 1024}}
+	_, addr := serve(t, Options{}, echoModel("echo", x))
+	c := dial(t, addr, ClientOptions{})
+	cmd := exec.Command(py, "testdata/triton_regions.py")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = w, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	var kin, kout string
+	var size uint64
+	if _, err := fmt.Fscanln(r, &kin, &kout, &size); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	ctx := ctxT(t)
+	for name, key := range map[string]string{"in": kin, "out": kout} {
+		if err := c.RegisterSystemSharedMemory(ctx, name, key, 0, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMem, outMem := mapObject(t, kin, size), mapObject(t, kout, size)
+	in := &rawTensor{dt: dlpack.Float32, shape: []int64{256, 1024}, data: inMem, released: new(atomic.Int32)}
+	resp, err := c.Infer(ctx, &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: in, Region: "in"}},
+		Outputs: []RequestedOutput{{Name: "x", Region: "out", Memory: outMem}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(resp.Output("x").Bytes(), inMem) {
+		t.Fatal("the output region differs from the input region")
+	}
+	resp.Release()
+	if err := c.UnregisterSystemSharedMemory(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(stdin)
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	if err := cmd.Wait(); err != nil || !strings.Contains(line, "bit for bit") {
+		t.Fatalf("%v: %s %s", err, line, out.String())
+	}
+	t.Log(strings.TrimSpace(line))
+}
+
+// mapObject maps size bytes of the POSIX shared-memory object key, for
+// the length of the test.
+func mapObject(t *testing.T, key string, size uint64) []byte {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(shmDir, strings.TrimPrefix(key, "/")), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Munmap(m) })
+	return m
 }
