@@ -253,6 +253,7 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV)/.installed
 	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
 	@echo "== dloip with the peers: kserve's ModelServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token)"
 	cd dloip && GOWORK=off $(GO) vet ./...
+	cd dloip && GOWORK=off $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
 	@out="$$(cd dloip && DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python GOWORK=off $(GO) test -count=1 -v -skip '^TestCompare$$$$' ./... 2>&1)" || { echo "$$out"; exit 1; }; \
 		grep -E '^(---|ok|FAIL|panic)|bit for bit|load:' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
@@ -261,6 +262,7 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV)/.installed
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	cd dloip/oiponnx && GOWORK=off $(GO) vet ./...
+	cd dloip/oiponnx && GOWORK=off $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
 	@out="$$(cd dloip/oiponnx && $(ONNX_ENV) GOWORK=off $(GO) test -count=1 -v ./... 2>&1)" || { echo "$$out"; exit 1; }; \
 		grep -E '^(---|ok|FAIL|panic)|bit for bit' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "an ONNX test skipped"; exit 1; }
