@@ -235,6 +235,11 @@ flight: $(VENV)/.installed
 # cgocheck2.
 VENV_OIP := .venv-oip
 VENV_PROTOC := .venv-protoc
+VENV_MLSERVER := .venv-mlserver
+$(VENV_MLSERVER)/.installed: dloip/testdata/requirements-mlserver.txt
+	python3 -m venv $(VENV_MLSERVER)
+	$(VENV_MLSERVER)/bin/python -m pip install -q --disable-pip-version-check -r dloip/testdata/requirements-mlserver.txt
+	touch $@
 $(VENV_OIP)/.installed: dloip/testdata/requirements.txt
 	python3 -m venv $(VENV_OIP)
 	$(VENV_OIP)/bin/python -m pip install -q --disable-pip-version-check -r dloip/testdata/requirements.txt
@@ -243,7 +248,7 @@ $(VENV_PROTOC)/.installed: dloip/internal/pb/requirements-protoc.txt
 	python3 -m venv $(VENV_PROTOC)
 	$(VENV_PROTOC)/bin/python -m pip install -q --disable-pip-version-check -r dloip/internal/pb/requirements-protoc.txt
 	touch $@
-oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV)/.installed
+oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installed $(VENV)/.installed
 	@echo "== dloip: oip.proto against kserve's and tritonclient's definitions; the generated code is current"
 	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto kserve
 	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto triton
@@ -251,10 +256,10 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV)/.installed
 	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
 	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
 	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
-	@echo "== dloip with the peers: kserve's ModelServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token)"
+	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory"
 	cd dloip && GOWORK=off $(GO) vet ./...
 	cd dloip && GOWORK=off $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
-	@out="$$(cd dloip && DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python GOWORK=off $(GO) test -count=1 -v -skip '^TestCompare$$$$' ./... 2>&1)" || { echo "$$out"; exit 1; }; \
+	@out="$$(cd dloip && DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python GOWORK=off $(GO) test -count=1 -v -skip '^TestCompare$$$$' ./... 2>&1)" || { echo "$$out"; exit 1; }; \
 		grep -E '^(---|ok|FAIL|panic)|bit for bit|load:|1 GiB' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
 	cd dloip && GOWORK=off $(GO) test -count=1 -race ./...
