@@ -258,9 +258,10 @@ func (s *Server) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.M
 	return &pb.ModelReadyResponse{Ready: true}, nil
 }
 
-// ServerMetadata implements the protocol.
+// ServerMetadata implements the protocol; the extension it names is
+// Triton's "system_shared_memory".
 func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
-	return &pb.ServerMetadataResponse{Name: s.opts.Name, Version: s.opts.Version}, nil
+	return &pb.ServerMetadataResponse{Name: s.opts.Name, Version: s.opts.Version, Extensions: []string{"system_shared_memory"}}, nil
 }
 
 // ModelMetadata implements the protocol.
