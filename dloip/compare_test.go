@@ -122,7 +122,11 @@ func TestCompare(t *testing.T) {
 		fmt.Fprintf(&b, "| %s |", row)
 		for _, s := range sizes {
 			d := rows[row][s]
-			fmt.Fprintf(&b, " %v (%.0f MB/s) |", d.Round(time.Microsecond), 2*float64(s)/d.Seconds()/1e6)
+			r := d.Round(time.Microsecond)
+			if d < 10*time.Microsecond {
+				r = d.Round(time.Nanosecond)
+			}
+			fmt.Fprintf(&b, " %v (%.0f MB/s) |", r, 2*float64(s)/d.Seconds()/1e6)
 		}
 		b.WriteString("\n")
 	}
