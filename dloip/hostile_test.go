@@ -243,3 +243,43 @@ func TestHostileResponses(t *testing.T) {
 		t.Fatalf("typed: %v %x", y.IsCopied(), y.Bytes())
 	}
 }
+
+// The client refuses what it cannot send before anything goes out, and
+// holds nothing: duplicated or empty input names, an element type the
+// protocol has no datatype for, a parameter of another type, and a
+// request over its message limit.
+func TestHostileClientSide(t *testing.T) {
+	_, addr := serve(t, Options{}, echoModel("m", TensorMetadata{Name: "a", Datatype: "FP32", Shape: []int64{-1}}))
+	c := dial(t, addr, ClientOptions{MaxMessageBytes: 1 << 20})
+	a := newRaw(t, dlpack.Float32, 4)
+	cases := []struct {
+		name  string
+		req   *InferRequest
+		is    error
+		parts []string
+	}{
+		{"duplicated", &InferRequest{Model: "m", Inputs: []Input{{Name: "a", Tensor: a}, {Name: "a", Tensor: a}}}, ErrInvalid, []string{`input name = "a"`, "empty or given twice"}},
+		{"empty name", &InferRequest{Model: "m", Inputs: []Input{{Name: "", Tensor: a}}}, ErrInvalid, []string{`input name = ""`}},
+		{"complex", &InferRequest{Model: "m", Inputs: []Input{{Name: "a", Tensor: newRaw(t, dlpack.Complex64, 2)}}}, ErrDatatype, []string{`input "a"`, "dtype = complex64"}},
+		{"parameter", &InferRequest{Model: "m", Parameters: Parameters{"k": []int{1}}, Inputs: []Input{{Name: "a", Tensor: a}}}, ErrInvalid, []string{`parameters["k"] = []int`}},
+	}
+	for _, tc := range cases {
+		_, err := c.Infer(ctxT(t), tc.req)
+		if !errors.Is(err, tc.is) {
+			t.Fatalf("%s: got %v, want %v", tc.name, err, tc.is)
+		}
+		for _, p := range tc.parts {
+			if !strings.Contains(err.Error(), p) {
+				t.Fatalf("%s: %q lacks %q", tc.name, err, p)
+			}
+		}
+		t.Logf("%s: %v", tc.name, err)
+	}
+	big := newRaw(t, dlpack.Float32, 300000)
+	_, err := c.Infer(ctxT(t), &InferRequest{Model: "m", Inputs: []Input{{Name: "a", Tensor: big}}})
+	wantStatus(t, err, codes.ResourceExhausted)
+	t.Logf("over the limit: %v", err)
+	waitReleased(t, big, 1)
+	// Taken once (the first "a" of the duplicated case), released once.
+	waitReleased(t, a, 1)
+}
