@@ -61,9 +61,9 @@ type outInfer struct {
 	// err is the error Marshal met (a mapped file cut short), for the
 	// caller, which gRPC only hands a status.
 	err error
-	// dropAfterMarshal: Marshal drops keep's first reference (the call's
-	// own) once it has copied what it copies.
-	dropAfterMarshal bool
+	// base, when set, is keep's first reference (the call's own), which
+	// Marshal drops once it has copied what it copies (see newResponse).
+	base *baseRef
 }
 
 // inInfer is a received ModelInferRequest or ModelInferResponse: msg
@@ -86,8 +86,8 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.proto.Marshal(v)
 	}
-	if f.dropAfterMarshal && f.keep != nil {
-		defer f.keep.drop()
+	if f.base != nil {
+		defer f.base.drop()
 	}
 	head := proto.Size(f.msg)
 	size := head
@@ -149,6 +149,29 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		pool.Put(bp)
 	}
 	return out, nil
+}
+
+// baseRef is the first reference to a holding, dropped once: by Marshal,
+// or by a cleanup should the message never be marshalled.
+type baseRef struct {
+	h    *holding
+	done atomic.Bool
+}
+
+func (b *baseRef) drop() {
+	if b.done.CompareAndSwap(false, true) {
+		b.h.drop()
+	}
+}
+
+// newResponse makes a response to send whose tensors h holds: Marshal
+// drops h's first reference, which the server's handler cannot do itself
+// (gRPC marshals the response after the handler returns); should gRPC
+// never marshal it, a cleanup drops it once the message is unreachable.
+func newResponse(msg proto.Message, raws [][]byte, mapped []bool, h *holding) *outInfer {
+	out := &outInfer{msg: msg, field: fieldRawOutput, raws: raws, mapped: mapped, keep: h, base: &baseRef{h: h}}
+	runtime.AddCleanup(out, func(b *baseRef) { b.drop() }, out.base)
+	return out
 }
 
 // holding counts the references to the memory of one message's raw

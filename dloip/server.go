@@ -449,10 +449,7 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 		mapped = append(mapped, t.mapped)
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
-	h := newHolding(func() { closeAll(held) })
-	// gRPC always marshals a returned response (sendResponse), on this
-	// goroutine: the call's own reference is dropped there.
-	return &outInfer{msg: msg, field: fieldRawOutput, raws: raws, mapped: mapped, keep: h, dropAfterMarshal: true}, nil
+	return newResponse(msg, raws, mapped, newHolding(func() { closeAll(held) })), nil
 }
 
 func findMeta(ts []TensorMetadata, name string) (TensorMetadata, bool) {
