@@ -231,8 +231,8 @@ flight: $(VENV)/.installed
 # oip.proto checked field by field against kserve's and tritonclient's own
 # definitions, the generated Go code regenerated and compared with the
 # committed one, then the package's tests with the real peers (plain go
-# test skips them: DLOIP_PYTHON unset; here a skip fails), -race and
-# cgocheck2.
+# test skips them: DLOIP_PYTHON unset; here a skip fails), -race,
+# cgocheck2 and checkfinalizers; then dloip/oiponnx and its example.
 VENV_OIP := .venv-oip
 VENV_PROTOC := .venv-protoc
 VENV_MLSERVER := .venv-mlserver
@@ -264,6 +264,7 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installe
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
 	cd dloip && GOWORK=off $(GO) test -count=1 -race ./...
 	cd dloip && GOWORK=off GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./...
+	cd dloip && GOWORK=off $(GO) test -count=1 -exec 'env GODEBUG=checkfinalizers=1' ./... 2>&1 | grep -v '^checkfinalizers: queue:'
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	cd dloip/oiponnx && GOWORK=off $(GO) vet ./...
