@@ -57,7 +57,6 @@ type Options struct {
 // it with NewServer, Register models, Serve a listener, Shutdown at the
 // end.
 type Server struct {
-	pb.UnimplementedGRPCInferenceServiceServer
 	opts   Options
 	grpc   *grpc.Server
 	mu     sync.RWMutex
@@ -65,6 +64,12 @@ type Server struct {
 	// regions: the registered shared-memory regions (shm.go).
 	regions map[string]*region
 	closed  bool
+}
+
+// service is the Server as gRPC sees it: the protocol's methods.
+type service struct {
+	pb.UnimplementedGRPCInferenceServiceServer
+	s *Server
 }
 
 // served is a registered model and its metadata, read once.
@@ -115,7 +120,7 @@ func NewServer(opts Options) *Server {
 			desc.Methods[i].Handler = inferHandler
 		}
 	}
-	s.grpc.RegisterService(&desc, s)
+	s.grpc.RegisterService(&desc, service{s: s})
 	return s
 }
 
@@ -234,12 +239,13 @@ func (s *Server) model(ctx context.Context, name, version string) (*served, erro
 }
 
 // ServerLive implements the protocol: live while it answers.
-func (s *Server) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
+func (service) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
 	return &pb.ServerLiveResponse{Live: true}, nil
 }
 
 // ServerReady implements the protocol: ready until Shutdown.
-func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+func (v service) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.ServerReadyResponse, error) {
+	s := v.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return &pb.ServerReadyResponse{Ready: !s.closed}, nil
@@ -247,7 +253,8 @@ func (s *Server) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 
 // ModelReady implements the protocol: a registered model the caller may
 // use is ready; an unknown one is not (no error, as Triton answers).
-func (s *Server) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+func (v service) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
+	s := v.s
 	_, err := s.model(ctx, r.GetName(), r.GetVersion())
 	if status.Code(err) == codes.NotFound {
 		return &pb.ModelReadyResponse{Ready: false}, nil
@@ -260,12 +267,14 @@ func (s *Server) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.M
 
 // ServerMetadata implements the protocol; the extension it names is
 // Triton's "system_shared_memory".
-func (s *Server) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+func (v service) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb.ServerMetadataResponse, error) {
+	s := v.s
 	return &pb.ServerMetadataResponse{Name: s.opts.Name, Version: s.opts.Version, Extensions: []string{"system_shared_memory"}}, nil
 }
 
 // ModelMetadata implements the protocol.
-func (s *Server) ModelMetadata(ctx context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+func (v service) ModelMetadata(ctx context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
+	s := v.s
 	m, err := s.model(ctx, r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, err
@@ -279,7 +288,7 @@ func inferHandler(srv any, ctx context.Context, dec func(any) error, interceptor
 	if err := dec(in); err != nil {
 		return nil, err
 	}
-	s := srv.(*Server)
+	s := srv.(service).s
 	if interceptor == nil {
 		return s.infer(ctx, in)
 	}

@@ -92,7 +92,8 @@ func mapRegion(name, key string, offset, byteSize uint64) (*region, error) {
 }
 
 // SystemSharedMemoryRegister implements the extension.
-func (s *Server) SystemSharedMemoryRegister(_ context.Context, q *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
+func (v service) SystemSharedMemoryRegister(_ context.Context, q *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
+	s := v.s
 	if q.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "dloip: a shared-memory region needs a name")
 	}
@@ -121,7 +122,8 @@ func (s *Server) SystemSharedMemoryRegister(_ context.Context, q *pb.SystemShare
 // region for the name "") is unmapped; one still used by a running
 // request or a tensor a model kept is not, and the call fails with
 // codes.FailedPrecondition.
-func (s *Server) SystemSharedMemoryUnregister(_ context.Context, q *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
+func (v service) SystemSharedMemoryUnregister(_ context.Context, q *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
+	s := v.s
 	s.mu.Lock()
 	var names []string
 	if q.GetName() == "" {
@@ -154,7 +156,8 @@ func (s *Server) SystemSharedMemoryUnregister(_ context.Context, q *pb.SystemSha
 }
 
 // SystemSharedMemoryStatus implements the extension.
-func (s *Server) SystemSharedMemoryStatus(_ context.Context, q *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
+func (v service) SystemSharedMemoryStatus(_ context.Context, q *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
+	s := v.s
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := &pb.SystemSharedMemoryStatusResponse{Regions: map[string]*pb.SystemSharedMemoryStatusResponse_RegionStatus{}}
