@@ -9,9 +9,9 @@ GO ?= go
 PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip compare-oip oip-example
 
-test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
+test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight oip gpu-check
 	@echo "== all checks passed"
 
 # The modules: each tidy, none drifting from VERSION and go.work, and
@@ -241,6 +241,58 @@ flight: $(VENV)/.installed
 	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 
+# The Open Inference Protocol (module dloip, KServe v2 / Triton over gRPC):
+# oip.proto checked field by field against kserve's and tritonclient's own
+# definitions, the generated Go code regenerated and compared with the
+# committed one, then the package's tests with the real peers (plain go
+# test skips them: DLOIP_PYTHON unset; here a skip fails; vet, -race,
+# cgocheck2 and checkfinalizers run with every module's, above); then
+# dloip/oiponnx with ONNX Runtime, plain, -race and cgocheck2, and its
+# example.
+VENV_OIP := .venv-oip
+VENV_PROTOC := .venv-protoc
+VENV_MLSERVER := .venv-mlserver
+$(VENV_MLSERVER)/.installed: dloip/testdata/requirements-mlserver.txt
+	python3 -m venv $(VENV_MLSERVER)
+	$(VENV_MLSERVER)/bin/python -m pip install -q --disable-pip-version-check -r dloip/testdata/requirements-mlserver.txt
+	touch $@
+$(VENV_OIP)/.installed: dloip/testdata/requirements.txt
+	python3 -m venv $(VENV_OIP)
+	$(VENV_OIP)/bin/python -m pip install -q --disable-pip-version-check -r dloip/testdata/requirements.txt
+	touch $@
+$(VENV_PROTOC)/.installed: dloip/internal/pb/requirements-protoc.txt
+	python3 -m venv $(VENV_PROTOC)
+	$(VENV_PROTOC)/bin/python -m pip install -q --disable-pip-version-check -r dloip/internal/pb/requirements-protoc.txt
+	touch $@
+oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installed $(VENV)/.installed
+	@echo "== dloip: oip.proto against kserve's and tritonclient's definitions; the generated code is current"
+	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto kserve
+	$(VENV_OIP)/bin/python dloip/testdata/check_proto.py dloip/internal/pb/oip.proto triton
+	rm -rf .build/oip-gen && mkdir -p .build/oip-gen
+	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
+	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
+	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
+	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory"
+	@out="$$(DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(GO) test -count=1 -v -skip '^TestCompare$$$$' ./dloip/... 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit|load:|1 GiB' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
+	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
+	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
+	@out="$$($(ONNX_ENV) $(GO) test -count=1 -v ./dloip/oiponnx/... 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "an ONNX test skipped"; exit 1; }
+	$(ONNX_ENV) $(GO) test -count=1 -race ./dloip/oiponnx/...
+	$(ONNX_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dloip/oiponnx/...
+	@$(MAKE) --no-print-directory oip-example
+
+# The dloip example: a Go service serving an ONNX model over the Open Inference
+# Protocol (dloip/oiponnx/example), called by the Python kserve client.
+oip-example: $(VENV_OIP)/.installed $(VENV)/.installed
+	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
+	@out="$$($(ONNX_ENV) DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python $(GO) run ./dloip/oiponnx/example $(CURDIR)/.build/onnx/batch_float32.onnx)" || { echo "$$out"; exit 1; }; \
+		grep -vE '^[xy]: ' <<< "$$out"; \
+		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the oip example did not end with nothing outstanding"; exit 1; }
+
 # Benchmarks, benchstat-friendly: `make bench > new.txt`, then
 # `benchstat old.txt new.txt`. BENCH and COUNT narrow or widen the run.
 BENCH ?= .
@@ -258,6 +310,13 @@ compare:
 compare: compare-onnx
 compare-onnx: $(VENV)/.installed
 	PY=$(VENV)/bin/python bash bench/onnx_compare.sh
+
+# dloip beside kserve's ModelServer and the Python clients (kserve,
+# tritonclient): one FP32 tensor there and back at 4 KiB, 1 MiB, 64 MiB,
+# medians, with memcpy and Go over shared memory; a Markdown table.
+compare: compare-oip
+compare-oip: $(VENV_OIP)/.installed
+	DLOIP_COMPARE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python $(GO) test -count=1 -run '^TestCompare$$' -v ./dloip 2>&1 | grep -vE '^(=== RUN|    )'
 
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make

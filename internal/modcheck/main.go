@@ -58,6 +58,8 @@ var publics = []public{
 	{pkg: "dlflight", libs: []string{"github.com/apache/arrow-go/v18/arrow/flight", "google.golang.org/grpc"}},
 	{pkg: "dlonnx", libs: []string{"github.com/yalue/onnxruntime_go"}},
 	{pkg: "dlgomlx", libs: []string{"github.com/gomlx/gomlx/backends", "github.com/gomlx/gomlx/pkg/core/tensors"}},
+	{pkg: "dloip", libs: []string{"google.golang.org/grpc", "google.golang.org/protobuf/proto"}},
+	{pkg: "dloip/oiponnx", libs: []string{"google.golang.org/grpc", "github.com/yalue/onnxruntime_go"}},
 	{pkg: "cmd/tensorfile", cmd: true, libs: []string{
 		"github.com/apache/arrow-go/v18/arrow/ipc", "github.com/schollz/progressbar/v3", "golang.org/x/term"}},
 }

@@ -1,0 +1,405 @@
+package dloip
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dloip/internal/pb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// DefaultMaxMessageBytes is the message limit when Options and
+// ClientOptions leave it zero: 128 MiB, room for a 64 MiB tensor each way
+// and more. The protocol sends a request or response as one message, so
+// the limit bounds the tensors of one call.
+const DefaultMaxMessageBytes = 128 << 20
+
+// ClientOptions configure a Client, mirroring Options.
+type ClientOptions struct {
+	// TLS, when set, is the client's TLS configuration (the roots that
+	// verify the server); nil dials plaintext.
+	TLS *tls.Config
+	// Token, when set, is sent with every call as the gRPC metadata
+	// "authorization: Bearer <Token>".
+	Token string
+	// Headers are sent with every call as gRPC metadata (keys in lower
+	// case, as HTTP/2 requires).
+	Headers map[string]string
+	// MaxMessageBytes bounds every message either way
+	// (DefaultMaxMessageBytes when zero): an Infer whose inputs exceed
+	// it fails with codes.ResourceExhausted before anything is sent.
+	MaxMessageBytes int
+}
+
+// Client calls a model server that speaks the Open Inference Protocol
+// over gRPC: a dloip Server, Triton, KServe, MLServer, ... Its methods
+// may be called from many goroutines at once.
+type Client struct {
+	opts   ClientOptions
+	conn   *grpc.ClientConn
+	pc     pb.GRPCInferenceServiceClient
+	md     metadata.MD
+	closed atomic.Bool
+}
+
+// Dial makes a Client of the server at addr ("host:port"); the
+// connection is made on first use.
+func Dial(addr string, opts ClientOptions) (*Client, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	md := metadata.MD{}
+	for k, v := range opts.Headers {
+		md.Append(k, v)
+	}
+	if opts.Token != "" {
+		md.Set("authorization", "Bearer "+opts.Token)
+	}
+	window, connWindow, rbuf, wbuf := transportSizes(opts.MaxMessageBytes)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
+			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("dloip: dial %s: %w", addr, err)
+	}
+	return &Client{opts: opts, conn: conn, pc: pb.NewGRPCInferenceServiceClient(conn), md: md}, nil
+}
+
+// transportSizes are the HTTP/2 windows and socket buffers for tensors:
+// gRPC's defaults (64 KiB windows grown by its estimate, 32 KiB buffers)
+// are made for small messages.
+func transportSizes(maxMessage int) (window, conn int32, read, write int) {
+	w := int32(min(16<<20, max(maxMessage, 64<<10)))
+	return w, max(w, 16<<20), 1 << 20, 1 << 20
+}
+
+// Close closes the connection. Calling it again does nothing and returns
+// nil; a call made after Close fails with an error wrapping
+// dlpack.ErrClosed.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return c.conn.Close()
+}
+
+func (c *Client) errIfClosed(call string) error {
+	if c.closed.Load() {
+		return fmt.Errorf("dloip: %s: %w: the client is closed", call, dlpack.ErrClosed)
+	}
+	return nil
+}
+
+func (c *Client) ctx(ctx context.Context) context.Context {
+	if len(c.md) == 0 {
+		return ctx
+	}
+	if old, ok := metadata.FromOutgoingContext(ctx); ok {
+		return metadata.NewOutgoingContext(ctx, metadata.Join(old, c.md))
+	}
+	return metadata.NewOutgoingContext(ctx, c.md)
+}
+
+// ServerLive reports whether the server is live.
+func (c *Client) ServerLive(ctx context.Context) (bool, error) {
+	if err := c.errIfClosed("server live"); err != nil {
+		return false, err
+	}
+	r, err := c.pc.ServerLive(c.ctx(ctx), &pb.ServerLiveRequest{})
+	return r.GetLive(), err
+}
+
+// ServerReady reports whether the server is ready for inference.
+func (c *Client) ServerReady(ctx context.Context) (bool, error) {
+	if err := c.errIfClosed("server ready"); err != nil {
+		return false, err
+	}
+	r, err := c.pc.ServerReady(c.ctx(ctx), &pb.ServerReadyRequest{})
+	return r.GetReady(), err
+}
+
+// ModelReady reports whether a model (version "" for the server's
+// choice) is ready for inference.
+func (c *Client) ModelReady(ctx context.Context, model, version string) (bool, error) {
+	if err := c.errIfClosed("model ready"); err != nil {
+		return false, err
+	}
+	r, err := c.pc.ModelReady(c.ctx(ctx), &pb.ModelReadyRequest{Name: model, Version: version})
+	return r.GetReady(), err
+}
+
+// ServerMetadata asks the server its name, version and extensions.
+func (c *Client) ServerMetadata(ctx context.Context) (ServerMetadata, error) {
+	if err := c.errIfClosed("server metadata"); err != nil {
+		return ServerMetadata{}, err
+	}
+	r, err := c.pc.ServerMetadata(c.ctx(ctx), &pb.ServerMetadataRequest{})
+	if err != nil {
+		return ServerMetadata{}, err
+	}
+	return ServerMetadata{Name: r.GetName(), Version: r.GetVersion(), Extensions: r.GetExtensions()}, nil
+}
+
+// ModelMetadata asks the server about a model (version "" for the
+// server's choice): its inputs and outputs, -1 for dimensions of
+// variable size.
+func (c *Client) ModelMetadata(ctx context.Context, model, version string) (ModelMetadata, error) {
+	if err := c.errIfClosed("model metadata"); err != nil {
+		return ModelMetadata{}, err
+	}
+	r, err := c.pc.ModelMetadata(c.ctx(ctx), &pb.ModelMetadataRequest{Name: model, Version: version})
+	if err != nil {
+		return ModelMetadata{}, err
+	}
+	return ModelMetadata{Name: r.GetName(), Versions: r.GetVersions(), Platform: r.GetPlatform(),
+		Inputs: tensorMetaOf(r.GetInputs()), Outputs: tensorMetaOf(r.GetOutputs())}, nil
+}
+
+// InferRequest is an inference call: the model (and version, "" for the
+// server's choice), an optional request id and parameters, the inputs and
+// the outputs asked for (all the model has when empty).
+type InferRequest struct {
+	Model      string
+	Version    string
+	ID         string
+	Parameters Parameters
+	Inputs     []Input
+	Outputs    []RequestedOutput
+}
+
+// RequestedOutput names an output asked for, with its parameters.
+//
+// With Region set, the server writes the output into that registered
+// shared-memory region, Offset bytes into it, and Memory is the caller's
+// own mapping of those bytes (its length the byte size the server may
+// write): the output Tensor then shares Memory, and nothing of it
+// travels in the response.
+type RequestedOutput struct {
+	Name       string
+	Parameters Parameters
+	Region     string
+	Offset     uint64
+	Memory     []byte
+}
+
+// InferResponse is the answer to an Infer: the model and version that
+// ran, the request id, parameters and the outputs. Release it when done.
+type InferResponse struct {
+	Model      string
+	Version    string
+	ID         string
+	Parameters Parameters
+	Outputs    []*Tensor
+}
+
+// Output is the output named name, nil when there is none.
+func (r *InferResponse) Output(name string) *Tensor {
+	for _, t := range r.Outputs {
+		if t.name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// Release releases every output (exports already made stay valid).
+func (r *InferResponse) Release() {
+	for _, t := range r.Outputs {
+		t.Release()
+	}
+}
+
+const methodInfer = "/inference.GRPCInferenceService/ModelInfer"
+
+// Infer runs req on the server. Each input goes out from its producer's
+// own memory, with no copy before gRPC's writer fills the socket: the
+// codec hands the bytes to gRPC as they are and holds the producer's
+// tensor until gRPC has written them (a non-compact tensor is made
+// compact once, by a copy, first). Each output comes back sharing the
+// 64-byte aligned buffer the codec copied it into, once, out of gRPC's
+// frame buffers. A response that breaks the protocol (a byte length that
+// is not the shape times the element size, an unknown datatype, BYTES,
+// raw contents for only some outputs) fails with an error wrapping
+// ErrInvalid or ErrDatatype, and nothing is held.
+func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	if err := c.errIfClosed(fmt.Sprintf("infer %q", req.Model)); err != nil {
+		return nil, err
+	}
+	msg := &pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
+	var err error
+	if msg.Parameters, err = req.Parameters.toPB("parameters"); err != nil {
+		return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+	}
+	held := make([]taken, 0, len(req.Inputs))
+	raws := make([][]byte, 0, len(req.Inputs))
+	var mapped []bool
+	seen := map[string]bool{}
+	for _, in := range req.Inputs {
+		if in.Name == "" || seen[in.Name] {
+			closeAll(held)
+			return nil, &dlpack.FieldError{Field: "input name", Value: fmt.Sprintf("%q", in.Name), Err: ErrInvalid, Why: "empty or given twice"}
+		}
+		seen[in.Name] = true
+		params, err := in.Parameters.toPB(fmt.Sprintf("input %q: parameters", in.Name))
+		if err != nil {
+			closeAll(held)
+			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+		}
+		t, err := take("input", in.Name, in.Tensor)
+		if err != nil {
+			closeAll(held)
+			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+		}
+		held = append(held, t)
+		if in.Region != "" {
+			params = withRegion(params, in.Region, in.Offset, uint64(len(t.data)))
+		} else {
+			raws = append(raws, t.data)
+			mapped = append(mapped, t.mapped)
+		}
+		msg.Inputs = append(msg.Inputs, &pb.ModelInferRequest_InferInputTensor{Name: in.Name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
+	}
+	for _, o := range req.Outputs {
+		params, err := o.Parameters.toPB(fmt.Sprintf("output %q: parameters", o.Name))
+		if err != nil {
+			closeAll(held)
+			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+		}
+		if o.Region != "" {
+			params = withRegion(params, o.Region, o.Offset, uint64(len(o.Memory)))
+		}
+		msg.Outputs = append(msg.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name, Parameters: params})
+	}
+	h := newHolding(func() { closeAll(held) })
+	defer h.drop()
+	in := &inInfer{msg: new(pb.ModelInferResponse), field: fieldRawOutput}
+	out := &outInfer{msg: msg, field: fieldRawInput, raws: raws, mapped: mapped, keep: h}
+	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, out, in); err != nil {
+		if out.err != nil {
+			return nil, fmt.Errorf("dloip: infer %q: input: %w", req.Model, out.err)
+		}
+		return nil, err
+	}
+	return responseOf(req, in)
+}
+
+// withRegion adds the shared-memory parameters of a tensor.
+func withRegion(params map[string]*pb.InferParameter, region string, off, n uint64) map[string]*pb.InferParameter {
+	if params == nil {
+		params = map[string]*pb.InferParameter{}
+	}
+	params[ParamRegion] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: region}}
+	params[ParamByteSize] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(n)}}
+	params[ParamOffset] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: int64(off)}}
+	return params
+}
+
+// responseOf checks and converts a received response.
+func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
+	model := req.Model
+	r := in.msg.(*pb.ModelInferResponse)
+	ws := make([]wireTensor, len(r.Outputs))
+	for i, o := range r.Outputs {
+		ws[i] = wireTensor{name: o.GetName(), datatype: o.GetDatatype(), shape: o.GetShape(), params: o.GetParameters(), contents: o.GetContents()}
+	}
+	asked := func(name string) *RequestedOutput {
+		for i := range req.Outputs {
+			if req.Outputs[i].Name == name && req.Outputs[i].Region != "" {
+				return &req.Outputs[i]
+			}
+		}
+		return nil
+	}
+	shm := &shmPlacer{
+		is: func(w wireTensor) bool { return asked(w.name) != nil },
+		make: func(w wireTensor) (*Tensor, error) {
+			o := asked(w.name)
+			dt, err := ParseDatatype(w.datatype)
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %w", w.name, err)
+			}
+			n, err := byteSize(dt, w.shape)
+			if err != nil {
+				return nil, fmt.Errorf("output %q: %w", w.name, err)
+			}
+			if n > int64(len(o.Memory)) {
+				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
+					Why: fmt.Sprintf("%s %v needs %d bytes; the region's span has %d", w.datatype, w.shape, n, len(o.Memory))}
+			}
+			t, err := newTensor("output", w.name, w.datatype, w.shape, o.Memory[:n], nil)
+			if err != nil {
+				return nil, err
+			}
+			t.params = paramsOf(w.params)
+			return t, nil
+		},
+		rawToo: true,
+	}
+	ts, err := place("output", "raw_output_contents", ws, in.raws, in.frees, shm)
+	if err != nil {
+		return nil, fmt.Errorf("dloip: infer %q: response: %w", model, err)
+	}
+	return &InferResponse{Model: r.GetModelName(), Version: r.GetModelVersion(), ID: r.GetId(),
+		Parameters: paramsOf(r.GetParameters()), Outputs: ts}, nil
+}
+
+// RegionStatus describes a registered shared-memory region.
+type RegionStatus struct {
+	Name     string
+	Key      string
+	Offset   uint64
+	ByteSize uint64
+}
+
+// RegisterSystemSharedMemory registers with the server the region name:
+// byteSize bytes at offset of the POSIX shared-memory object key (the
+// name shm_open takes, a file under /dev/shm on Linux; a tensorfile
+// created there, for one). Inputs and outputs then name it
+// (Input.Region, RequestedOutput.Region).
+func (c *Client) RegisterSystemSharedMemory(ctx context.Context, name, key string, offset, byteSize uint64) error {
+	if err := c.errIfClosed("register shared memory"); err != nil {
+		return err
+	}
+	_, err := c.pc.SystemSharedMemoryRegister(c.ctx(ctx), &pb.SystemSharedMemoryRegisterRequest{Name: name, Key: key, Offset: offset, ByteSize: byteSize})
+	return err
+}
+
+// UnregisterSystemSharedMemory unregisters the region name ("" for all).
+func (c *Client) UnregisterSystemSharedMemory(ctx context.Context, name string) error {
+	if err := c.errIfClosed("unregister shared memory"); err != nil {
+		return err
+	}
+	_, err := c.pc.SystemSharedMemoryUnregister(c.ctx(ctx), &pb.SystemSharedMemoryUnregisterRequest{Name: name})
+	return err
+}
+
+// SystemSharedMemoryStatus lists the registered regions (name "" for
+// all), sorted by name.
+func (c *Client) SystemSharedMemoryStatus(ctx context.Context, name string) ([]RegionStatus, error) {
+	if err := c.errIfClosed("shared memory status"); err != nil {
+		return nil, err
+	}
+	r, err := c.pc.SystemSharedMemoryStatus(c.ctx(ctx), &pb.SystemSharedMemoryStatusRequest{Name: name})
+	if err != nil {
+		return nil, err
+	}
+	var out []RegionStatus
+	for _, s := range r.GetRegions() {
+		out = append(out, RegionStatus{Name: s.GetName(), Key: s.GetKey(), Offset: s.GetOffset(), ByteSize: s.GetByteSize()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

@@ -1,0 +1,115 @@
+// Package dloip speaks the Open Inference Protocol (the KServe v2
+// inference protocol) over gRPC, client and server, with tensors as
+// DLPack producers and the tensor bytes never copied by us: a Go service
+// calls NVIDIA Triton, KServe, Seldon MLServer or OpenVINO Model Server,
+// or serves Go models to any of their clients (tritonclient, kserve's
+// InferenceGRPCClient).
+//
+//   - Into a tensor: Client.Infer (its outputs), ModelFunc (a model's
+//     inputs, Request.Inputs).
+//   - Out of a tensor: Client.Infer (its inputs), Output (a model's
+//     outputs).
+//   - Copies: the wire (gRPC); typed contents decoded once.
+//
+// It is a module of its own (github.com/godlpack/dlpack/dloip), so that a
+// user of the core never downloads gRPC.
+//
+// # The wire
+//
+// The service is inference.GRPCInferenceService as the protocol defines
+// it (internal/pb/oip.proto, checked field by field against kserve's and
+// tritonclient's own definitions by make oip): ServerLive, ServerReady,
+// ModelReady, ServerMetadata, ModelMetadata and ModelInfer. A tensor
+// travels as raw contents (raw_input_contents, raw_output_contents): one
+// flat row-major little-endian blob per tensor, in the order of the
+// tensors. Datatypes: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32,
+// FP64, mapped both ways to DLPack element types (ParseDatatype,
+// DatatypeOf). BYTES, a list of byte strings and not a tensor, is refused
+// with ErrDatatype. Rank 0 and zero-size tensors travel as any other.
+// Received typed contents (InferTensorContents, which some peers send)
+// are decoded into a buffer of their own (Tensor.IsCopied); FP16 and
+// BF16, which have no typed list, must come raw.
+//
+// # Copies
+//
+// Sending (Client.Infer's inputs, a Server's outputs), each tensor is
+// taken with dlpack.From and its bytes are handed to gRPC as they are by
+// the codec, holding the tensor until gRPC has written them: the one copy
+// is gRPC's writer filling the socket's buffer; protobuf never copies the
+// bytes into a message. A tensor that is not compact row-major (strided,
+// transposed, broadcast) is made compact once, by a copy, first. A
+// tensor in a file mapping (a tensorfile tensor, recognised by its Mapped
+// method, or a shared-memory input handed on) is the exception: another
+// process may cut the file short, and a read of a lost page faults
+// (SIGBUS), which would kill the process in gRPC's writer goroutine. Its
+// bytes are therefore copied into the message by the codec, on the
+// calling goroutine, under a fault guard: a truncated file fails the call
+// with an error wrapping ErrTruncated (a server answers codes.Internal).
+// Receiving, gRPC reads the socket into its frame buffers; the codec then
+// copies each tensor's bytes once from those frames into a 64-byte
+// aligned buffer, and the Tensor shares that buffer (protobuf-go would
+// first gather the frames into one buffer and then copy each field again,
+// to an address of no particular alignment). A tensor of 1 MiB or more
+// reuses a buffer that an earlier one of its size class left when it and
+// all its exports were released: fresh memory would be zeroed and faulted
+// in page by page during the copy, which costs more than the copy. A
+// Tensor's Bytes are therefore valid only until it is released (an
+// export holds its own reference). A Tensor is a dlpack.Source
+// and a dlpack.Producer, so NumPy, JAX, ONNX Runtime or gonum take it
+// without another copy.
+//
+// # Shared memory
+//
+// The Server implements Triton's system shared-memory extension
+// (SystemSharedMemoryRegister, Status, Unregister; tritonclient's
+// tritonclient.utils.shared_memory makes such regions), and the Client
+// uses it (RegisterSystemSharedMemory, Input.Region,
+// RequestedOutput.Region): a client on the same host names a region, an
+// offset and a byte size instead of sending a tensor's bytes. The server
+// maps each registered span of the POSIX shared-memory object (a file
+// under /dev/shm, such as one tensorfile.CreateNPY made) once, checking
+// that the object holds it. An input in shared memory is the region's
+// memory itself, read-only, with no copy; an output asked for in shared
+// memory is written into the region, one copy from the model's output
+// (the response then carries an empty raw entry for it, as Triton's
+// does). Every use is bounds-checked against the region
+// (codes.InvalidArgument); a region that a running request or a tensor a
+// model kept still uses cannot be unregistered (codes.FailedPrecondition)
+// and is unmapped only when the last use ends. Values a peer placed off a
+// 64-byte boundary are never shared by chance: Tensor.DescribeTensor
+// refuses them (dlpack.ErrAlignment) and Tensor.DLPack copies them,
+// flagged dlpack.FlagIsCopied. An object another process cuts short after
+// it was registered fails the server's write of an output into it
+// (codes.Internal naming ErrTruncated) instead of killing the server; a
+// model that reads an input from such an object faults like any reader of
+// a truncated mapping.
+//
+// # Security and limits
+//
+// Options.TLS serves over TLS; Options.Tokens requires a bearer token in
+// the "authorization" metadata (codes.Unauthenticated without one);
+// Options.Allow is the per-model policy (codes.PermissionDenied).
+// Options.MaxMessageBytes bounds messages either way and
+// Options.MaxTensorBytes the input bytes of one request
+// (codes.ResourceExhausted). A client has TLS, a bearer token, arbitrary
+// request headers and its own message limit (ClientOptions).
+//
+// A request that breaks the protocol gets codes.InvalidArgument with a
+// message naming the input and the value, and the server serves on: a
+// byte length that is not the shape times the element size, a negative or
+// overflowing dimension, an unknown datatype or BYTES, typed and raw
+// contents for one input, raw contents for only some inputs, a missing,
+// extra or duplicated input name, a datatype or shape the model's
+// metadata does not take, an output the model lacks. An unknown model or
+// version gets codes.NotFound. The client checks responses the same way
+// (errors wrapping ErrInvalid, ErrDatatype, ErrShape). A client that hangs
+// up mid-request leaves nothing held.
+//
+// # Models
+//
+// A Model gives its metadata (ModelMetadata: inputs and outputs with
+// name, datatype and shape, -1 for a dimension of variable size) and runs
+// a Request, whose inputs have already been checked against that
+// metadata, into Outputs of any dlpack.Producer. ModelFunc makes one of a
+// plain Go function.
+package dloip

@@ -1,0 +1,299 @@
+package dloip
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dloip/internal/pb"
+)
+
+// taken is a producer's tensor held to be sent: compact row-major bytes.
+type taken struct {
+	release  func()
+	datatype string
+	shape    []int64
+	data     []byte
+	// mapped: data lies in a file mapping (a tensorfile tensor, a
+	// shared-memory region) that another process may cut short, so it is
+	// copied into the message under a fault guard (see outInfer.mapped).
+	mapped bool
+}
+
+// mappedProducer is a producer that can tell whether its tensor is a
+// view of a file mapping: tensorfile's Tensor.
+type mappedProducer interface {
+	Mapped() bool
+}
+
+// take takes p's tensor to send it as what ("input", "output") name. A
+// compact CPU tensor is sent from its own memory; any other layout
+// (strided, transposed, broadcast) is made compact once, by a copy. On
+// error nothing is held.
+func take(what, name string, p dlpack.Producer) (taken, error) {
+	if t, ok := p.(*Tensor); ok && t != nil {
+		// A received tensor handed on (a model's input as its output):
+		// its bytes as they are, whatever their alignment, which sending
+		// does not need.
+		if !t.hold() {
+			return taken{}, fmt.Errorf("%s %q: %w", what, name, dlpack.ErrClosed)
+		}
+		return taken{release: t.owner.ReleaseTensor, datatype: t.datatype, shape: t.Shape(), data: t.data, mapped: t.readOnly}, nil
+	}
+	f, err := dlpack.From(p, dlpack.RequireDevice(dlpack.CPUDevice))
+	if err != nil {
+		return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
+	}
+	if !f.IsContiguous() {
+		g, err := dlpack.FromRequest(f, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways})
+		f.Close()
+		if err != nil {
+			return taken{}, fmt.Errorf("%s %q: a compact copy: %w", what, name, err)
+		}
+		if f = g; !f.IsContiguous() {
+			f.Close()
+			return taken{}, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: strides", what, name), Value: f.Strides(), Err: dlpack.ErrLayout}
+		}
+	}
+	datatype, err := DatatypeOf(f.DataType())
+	if err != nil {
+		f.Close()
+		return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
+	}
+	t := taken{release: func() { f.Close() }, datatype: datatype, shape: f.Shape()}
+	if mp, ok := p.(mappedProducer); ok && mp.Mapped() {
+		t.mapped = true
+	}
+	if n := f.NBytes(); n > 0 {
+		b, first, err := dlpack.ReadOnlyBytes(f)
+		if err != nil {
+			f.Close()
+			return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
+		}
+		t.data = b[first : first+int(n)]
+	} else {
+		t.data = []byte{}
+	}
+	return t, nil
+}
+
+// closeAll releases the tensors taken.
+func closeAll(ts []taken) {
+	for _, t := range ts {
+		t.release()
+	}
+}
+
+// wireTensor is a tensor of a received message before its contents are
+// placed: an InferInputTensor or InferOutputTensor.
+type wireTensor struct {
+	name     string
+	datatype string
+	shape    []int64
+	params   map[string]*pb.InferParameter
+	contents *pb.InferTensorContents
+}
+
+// hasValues reports whether c holds any typed values.
+func hasValues(c *pb.InferTensorContents) bool {
+	return c != nil && (len(c.BoolContents) > 0 || len(c.IntContents) > 0 || len(c.Int64Contents) > 0 ||
+		len(c.UintContents) > 0 || len(c.Uint64Contents) > 0 || len(c.Fp32Contents) > 0 ||
+		len(c.Fp64Contents) > 0 || len(c.BytesContents) > 0)
+}
+
+// shmPlacer places the tensors of a message that lie in shared memory:
+// is tells which do, make makes one.
+type shmPlacer struct {
+	is   func(w wireTensor) bool
+	make func(w wireTensor) (*Tensor, error)
+	// rawToo: the raw contents have an (empty) entry for each tensor in
+	// shared memory too, as responses do (Triton keeps the entries in
+	// step with the outputs); requests have entries only for the others.
+	rawToo bool
+}
+
+// place gives each tensor of a received message its memory: shared
+// memory (shm, may be nil), raw contents in order, or typed contents.
+// what is "input" or "output", rawField the message's raw field name;
+// frees[k], when set, gives raws[k] back to its pool once its Tensor is
+// released. On error every tensor made is released.
+func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func(), shm *shmPlacer) (ts []*Tensor, err error) {
+	defer func() {
+		if err != nil {
+			for _, t := range ts {
+				t.Release()
+			}
+			ts = nil
+		}
+	}()
+	seen := make(map[string]bool, len(ws))
+	plain := 0
+	inShm := make([]bool, len(ws))
+	for i, w := range ws {
+		if w.name == "" {
+			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: `""`, Err: ErrInvalid, Why: "every " + what + " needs a name"}
+		}
+		if seen[w.name] {
+			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%ss[%d].name", what, i), Value: fmt.Sprintf("%q", w.name), Err: ErrInvalid, Why: "the name is given twice"}
+		}
+		seen[w.name] = true
+		if inShm[i] = shm != nil && shm.is(w); !inShm[i] || shm.rawToo {
+			plain++
+		}
+	}
+	if len(raws) > 0 && len(raws) != plain {
+		why := fmt.Sprintf("raw contents must be given for all %d %ss not in shared memory, or none", plain, what)
+		if shm != nil && shm.rawToo {
+			why = fmt.Sprintf("raw contents must be given for all %d %ss, or none", plain, what)
+		}
+		return nil, &dlpack.FieldError{Field: rawField, Value: fmt.Sprintf("%d entries", len(raws)), Err: ErrInvalid, Why: why}
+	}
+	k := 0
+	for i, w := range ws {
+		var t *Tensor
+		switch {
+		case inShm[i]:
+			if shm.rawToo && len(raws) > 0 {
+				if len(raws[k]) > 0 {
+					return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: raw contents", what, w.name), Value: len(raws[k]), Err: ErrInvalid,
+						Why: "the tensor is in shared memory"}
+				}
+				k++
+			}
+			if t, err = shm.make(w); err != nil {
+				return ts, err
+			}
+			ts = append(ts, t)
+			continue
+		case len(raws) > 0 && hasValues(w.contents):
+			return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: contents", what, w.name), Value: "typed and raw", Err: ErrInvalid,
+				Why: "a tensor travels in typed contents or in " + rawField + ", not both"}
+		case len(raws) > 0:
+			var free func()
+			if k < len(frees) {
+				free = frees[k]
+			}
+			t, err = newTensor(what, w.name, w.datatype, w.shape, raws[k], free)
+			k++
+		default:
+			t, err = typed(what, w)
+		}
+		if err != nil {
+			return ts, err
+		}
+		t.params = paramsOf(w.params)
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// typed decodes typed contents into a buffer of their own.
+func typed(what string, w wireTensor) (*Tensor, error) {
+	dt, err := ParseDatatype(w.datatype)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, w.name, err)
+	}
+	n, err := byteSize(dt, w.shape)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", what, w.name, err)
+	}
+	elems := n / int64(dt.ItemSize())
+	c := w.contents
+	if c == nil {
+		c = &pb.InferTensorContents{}
+	}
+	field := fmt.Sprintf("%s %q: contents", what, w.name)
+	count := func(got int, list string) error {
+		if int64(got) != elems {
+			return &dlpack.FieldError{Field: field + "." + list, Value: fmt.Sprintf("%d values", got), Err: ErrInvalid,
+				Why: fmt.Sprintf("%s %v has %d elements", w.datatype, w.shape, elems)}
+		}
+		return nil
+	}
+	rangeErr := func(list string, i int, v any) error {
+		return &dlpack.FieldError{Field: fmt.Sprintf("%s.%s[%d]", field, list, i), Value: v, Err: ErrInvalid, Why: "out of range for " + w.datatype}
+	}
+	b := []byte{}
+	if n > 0 {
+		b = dlpack.AlignedSlice[byte](int(n))
+	}
+	size := dt.ItemSize()
+	switch w.datatype {
+	case "BOOL":
+		if err := count(len(c.BoolContents), "bool_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.BoolContents {
+			if v {
+				b[i] = 1
+			}
+		}
+	case "INT8", "INT16", "INT32":
+		if err := count(len(c.IntContents), "int_contents"); err != nil {
+			return nil, err
+		}
+		lim := int64(1) << (8*size - 1)
+		for i, v := range c.IntContents {
+			if int64(v) < -lim || int64(v) >= lim {
+				return nil, rangeErr("int_contents", i, v)
+			}
+			putLE(b[i*size:], uint64(v), size)
+		}
+	case "INT64":
+		if err := count(len(c.Int64Contents), "int64_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.Int64Contents {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
+		}
+	case "UINT8", "UINT16", "UINT32":
+		if err := count(len(c.UintContents), "uint_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.UintContents {
+			if size < 4 && uint64(v) >= 1<<(8*size) {
+				return nil, rangeErr("uint_contents", i, v)
+			}
+			putLE(b[i*size:], uint64(v), size)
+		}
+	case "UINT64":
+		if err := count(len(c.Uint64Contents), "uint64_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.Uint64Contents {
+			binary.LittleEndian.PutUint64(b[8*i:], v)
+		}
+	case "FP32":
+		if err := count(len(c.Fp32Contents), "fp32_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.Fp32Contents {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+	case "FP64":
+		if err := count(len(c.Fp64Contents), "fp64_contents"); err != nil {
+			return nil, err
+		}
+		for i, v := range c.Fp64Contents {
+			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
+		}
+	default: // FP16, BF16: the protocol has no typed list for them
+		if elems > 0 || hasValues(c) {
+			return nil, &dlpack.FieldError{Field: field, Value: w.datatype, Err: ErrInvalid,
+				Why: w.datatype + " travels only as raw contents"}
+		}
+	}
+	t, err := newTensor(what, w.name, w.datatype, w.shape, b, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.copied = true
+	return t, nil
+}
+
+func putLE(b []byte, v uint64, size int) {
+	for j := range size {
+		b[j] = byte(v >> (8 * j))
+	}
+}
