@@ -131,6 +131,21 @@ func arrowType(dt dlpack.DataType) (arrow.DataType, error) {
 		Why: "Arrow arrays hold int8..int64, uint8..uint64, float16, float32, float64 and bool"}
 }
 
+// sharedType is the Arrow type of a DLPack data type whose memory an
+// Arrow array can share (ToArray): arrowType's, less bool, which Arrow
+// packs into bits (ErrBitPacked).
+func sharedType(dt dlpack.DataType) (arrow.DataType, error) {
+	if dt == dlpack.Bool {
+		return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: dt, Err: ErrBitPacked, Why: "Arrow booleans are bits; CopyToArray packs them"}
+	}
+	t, err := arrowType(dt)
+	if err != nil {
+		return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: dt, Err: ErrType,
+			Why: "an Arrow array shares int8..int64, uint8..uint64, float16, float32 and float64 (CopyToArray also packs bool)"}
+	}
+	return t, nil
+}
+
 func typeErr(sentinel error, t arrow.DataType, why string) error {
 	return &dlpack.FieldError{Field: "array.type", Value: t, Err: sentinel, Why: why}
 }
