@@ -58,6 +58,7 @@ type File struct {
 	m       *mapping
 	schema  *arrow.Schema
 	schemaM message
+	footer  []byte // the footer's flatbuffer, a slice of the mapping
 	dicts   []message
 	batches []batchRef
 	closed  atomic.Bool
@@ -69,6 +70,10 @@ type File struct {
 type message struct {
 	meta, body []byte
 	compressed bool
+	// where the message lies in the file: its first byte (the
+	// continuation marker or the length), and the bytes of its framing
+	// and metadata, as a footer Block gives them
+	offset, metaSpan int64
 }
 
 // batchRef is a record batch message and how many dictionary batches
@@ -156,7 +161,7 @@ func OpenFile(path string) (*File, error) {
 		}
 		f.schema = r.Schema()
 		r.Release()
-		return nil
+		return f.checkFooter()
 	})
 	if err != nil {
 		m.Release()
@@ -185,6 +190,7 @@ func (f *File) scan() error {
 	if footerLen <= 0 || end < 8 {
 		return &dlpack.FieldError{Field: "footer.length", Value: footerLen, Err: ErrFormat, Why: fmt.Sprintf("does not fit in a file of %d bytes", n)}
 	}
+	f.footer = data[end : n-tail : n-tail]
 	pos := int64(8)
 	for i := 0; pos < end; i++ {
 		msg, next, eos, err := readMessage(data, pos, end)
@@ -223,6 +229,7 @@ func (f *File) scan() error {
 // metadata length, the metadata, and the body whose length the metadata
 // gives. eos reports the end-of-stream marker.
 func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool, err error) {
+	msg.offset = pos
 	word := func() (uint32, error) {
 		if end-pos < 4 {
 			return 0, fmt.Errorf("ends %d bytes into a message header", end-pos)
@@ -249,6 +256,7 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	}
 	msg.meta = data[pos : pos+metaLen : pos+metaLen]
 	pos += metaLen
+	msg.metaSpan = pos - msg.offset
 	if msg.compressed, err = checkMetadata(msg.meta); err != nil {
 		return message{}, 0, false, fmt.Errorf("malformed message metadata: %w", err)
 	}
