@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -28,10 +29,11 @@ import (
 //
 // The mapping lives until the File is closed and every Tensor made from
 // it, and every export of those, has been released: each holds a reference
-// to it. Only uncompressed files share; Column refuses a compressed column
-// (arrow-go would decompress it into new memory) with ErrBuffer, and a
-// dictionary-encoded column, as FromField does, with ErrType; the other
-// columns of a file with dictionaries are shared as usual.
+// to it. Only uncompressed files share: Column decompresses a compressed
+// batch into new memory (see the package documentation: each buffer is
+// bounded by the schema and checked), and its tensors are Copied. A
+// dictionary-encoded column is refused, as FromField does, with ErrType;
+// the other columns of a file with dictionaries are shared as usual.
 //
 // How it reads: OpenFile walks the IPC messages of the file (the stream
 // between the leading magic and the footer) and keeps, for each, the
@@ -48,8 +50,10 @@ import (
 // Before any metadata reaches arrow-go, checkMetadata verifies what
 // arrow-go would trust fatally (vector lengths it allocates by, field
 // nesting); the rest of its parsing is guarded by its own recovers, which
-// turn malformed metadata into errors (ErrFormat). FuzzOpenFile holds all
-// of it to: no input panics, faults or exhausts memory.
+// turn malformed metadata into errors (ErrFormat). OpenFile also checks
+// every batch's buffers against its body and the footer against the
+// stream (checkFooter). FuzzOpenFile holds all of it to: no input panics,
+// faults or exhausts memory.
 //
 // A file cut short by another process while mapped makes reads of the lost
 // pages fault; OpenFile and Column turn such a fault into an error
@@ -62,6 +66,11 @@ type File struct {
 	dicts   []message
 	batches []batchRef
 	closed  atomic.Bool
+	// the dictionary batches uncompressed (those that were compressed),
+	// made once, at the first Column that needs them
+	dictsOnce  sync.Once
+	plainDicts []message
+	dictsErr   error
 }
 
 // message is one IPC message: its flatbuffer metadata and its body, both
@@ -77,10 +86,14 @@ type message struct {
 }
 
 // batchRef is a record batch message and how many dictionary batches
-// precede it in the file.
+// precede it in the file; for a compressed one, its uncompressed form,
+// made once, at the first Column that needs it.
 type batchRef struct {
 	msg   message
 	dicts int
+	once  sync.Once
+	plain message
+	err   error
 }
 
 // mapping is the memory map and its reference count; the last Release
@@ -122,8 +135,10 @@ const arrowMagic = "ARROW1"
 // OpenFile maps the Arrow IPC file at path read-only, finds its messages
 // and reads its schema. Files in the other byte order are refused
 // (swapping them would write to the read-only mapping), as are empty
-// files; a file that is not an Arrow IPC file, or whose messages run past
-// its footer, fails with ErrFormat, and so does a path that is not a
+// files; a file that is not an Arrow IPC file, whose messages run past
+// its footer, whose buffers run past their body, or whose footer
+// disagrees with its messages, fails with ErrFormat, and so does a path
+// that is not a
 // regular file (a named pipe, a directory, a device), at once. No file
 // makes it panic (FuzzOpenFile).
 func OpenFile(path string) (*File, error) {
@@ -155,7 +170,7 @@ func OpenFile(path string) (*File, error) {
 		if err := f.scan(); err != nil {
 			return err
 		}
-		r, err := f.reader(nil)
+		r, err := readerOf([]message{f.schemaM})
 		if err != nil {
 			return arrowErr("schema", "message 0", err)
 		}
@@ -209,10 +224,19 @@ func (f *File) scan() error {
 			return &dlpack.FieldError{Field: "message 0", Value: typ.String(), Err: ErrFormat, Why: "the first message must be the schema"}
 		case i == 0:
 			f.schemaM = msg
-		case typ == ipc.MessageDictionaryBatch:
-			f.dicts = append(f.dicts, msg)
-		case typ == ipc.MessageRecordBatch:
-			f.batches = append(f.batches, batchRef{msg: msg, dicts: len(f.dicts)})
+		case typ == ipc.MessageDictionaryBatch || typ == ipc.MessageRecordBatch:
+			bm, err := readBatchMeta(msg.meta)
+			if err == nil {
+				err = bm.checkBuffers(int64(len(msg.body)))
+			}
+			if err != nil {
+				return &dlpack.FieldError{Field: fmt.Sprintf("message %d", i), Value: pos, Err: ErrFormat, Why: err.Error()}
+			}
+			if typ == ipc.MessageDictionaryBatch {
+				f.dicts = append(f.dicts, msg)
+			} else {
+				f.batches = append(f.batches, batchRef{msg: msg, dicts: len(f.dicts)})
+			}
 		default:
 			return &dlpack.FieldError{Field: fmt.Sprintf("message %d", i), Value: typ.String(), Err: ErrFormat, Why: "not a dictionary or record batch"}
 		}
@@ -337,14 +361,62 @@ func (ms *messages) Message() (*ipc.Message, error) {
 func (ms *messages) Retain()  {}
 func (ms *messages) Release() {}
 
-// reader returns a stream reader over the schema, then the dictionary
-// batches that precede b, then b (none when b is nil).
-func (f *File) reader(b *batchRef) (*ipc.Reader, error) {
-	list := []message{f.schemaM}
-	if b != nil {
-		list = append(append(list, f.dicts[:b.dicts]...), b.msg)
-	}
+// readerOf returns a stream reader over list: a schema message, then
+// dictionary and record batches.
+func readerOf(list []message) (*ipc.Reader, error) {
 	return ipc.NewReaderFromMessageReader(&messages{list: list}, ipc.WithEnsureNativeEndian(false))
+}
+
+// stream returns the messages to read batch b from: the schema, the
+// dictionary batches before it, and it, compressed ones uncompressed
+// (decompressBatch), and whether any was.
+func (f *File) stream(b *batchRef) (list []message, decompressed bool, err error) {
+	f.dictsOnce.Do(func() {
+		if !anyCompressed(f.dicts) {
+			f.plainDicts = f.dicts
+			return
+		}
+		types, err := dictionaryTypes(f.schemaM.meta, f.schema)
+		if err != nil {
+			f.dictsErr = err
+			return
+		}
+		f.plainDicts = make([]message, len(f.dicts))
+		for i, d := range f.dicts {
+			if !d.compressed {
+				f.plainDicts[i] = d
+				continue
+			}
+			bm, _ := readBatchMeta(d.meta)
+			t, ok := types[bm.dictID]
+			if !ok {
+				f.dictsErr = fmt.Errorf("dictionary batch %d: id %d is no field's", i, bm.dictID)
+				return
+			}
+			if f.plainDicts[i], err = decompressBatch(d, []arrow.DataType{t}); err != nil {
+				f.dictsErr = fmt.Errorf("dictionary batch %d: %w", i, err)
+				return
+			}
+		}
+	})
+	if f.dictsErr != nil {
+		return nil, false, f.dictsErr
+	}
+	b.once.Do(func() {
+		b.plain = b.msg
+		if b.msg.compressed {
+			types := make([]arrow.DataType, f.schema.NumFields())
+			for i, fl := range f.schema.Fields() {
+				types[i] = fl.Type
+			}
+			b.plain, b.err = decompressBatch(b.msg, types)
+		}
+	})
+	if b.err != nil {
+		return nil, false, b.err
+	}
+	list = append(append([]message{f.schemaM}, f.plainDicts[:b.dicts]...), b.plain)
+	return list, b.msg.compressed || anyCompressed(f.dicts[:b.dicts]), nil
 }
 
 // Schema is the file's schema.
@@ -354,12 +426,15 @@ func (f *File) Schema() *arrow.Schema { return f.schema }
 func (f *File) NumRecordBatches() int { return len(f.batches) }
 
 // Column describes column col of record batch batch as a tensor pointing
-// into the mapping (see FromField for the types it takes). The Tensor and
-// each of its exports keep the mapping alive; Release the Tensor when done.
-// It fails with dlpack.ErrClosed after Close, ErrBuffer for a compressed
-// column, ErrType for a dictionary-encoded one, ErrFormat for a record
-// batch arrow-go cannot read, ErrTruncated when the file was cut short
-// under the mapping, and as FromArray otherwise.
+// into the mapping (see FromField for the types it takes), or, for a
+// compressed batch, into a decompressed copy (Tensor.Copied). The Tensor
+// and each of its exports keep the mapping alive; Release the Tensor when
+// done. It fails with dlpack.ErrClosed after Close, ErrType for a
+// dictionary-encoded column, ErrFormat for a record batch arrow-go cannot
+// read or a compressed buffer that is not what it declares, ErrBuffer for
+// a compressed batch with a column type whose buffers are not bounded,
+// ErrTruncated when the file was cut short under the mapping, and as
+// FromArray otherwise.
 func (f *File) Column(batch, col int) (*Tensor, error) {
 	if f.closed.Load() {
 		return nil, &dlpack.FieldError{Field: "dlarrow.File", Value: "closed", Err: dlpack.ErrClosed}
@@ -368,13 +443,19 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		return nil, &dlpack.FieldError{Field: "record batch", Value: batch, Err: dlpack.ErrShape, Why: fmt.Sprintf("the file has %d", len(f.batches))}
 	}
 	ref := &f.batches[batch]
-	if ref.msg.compressed || anyCompressed(f.dicts[:ref.dicts]) {
-		return nil, &dlpack.FieldError{Field: "record batch", Value: batch, Err: ErrBuffer,
-			Why: "compressed: its columns would be decompressed into new memory; write the file uncompressed to share it"}
-	}
 	var t *Tensor
+	decompressed := false
 	err := f.m.guard(fmt.Sprintf("record batch %d", batch), func() error {
-		r, err := f.reader(ref)
+		list, dec, err := f.stream(ref)
+		if err != nil {
+			var fe *dlpack.FieldError
+			if errors.As(err, &fe) {
+				return fmt.Errorf("dlarrow: record batch %d: %w", batch, err)
+			}
+			return &dlpack.FieldError{Field: "record batch", Value: batch, Err: ErrFormat, Why: "compressed: " + err.Error()}
+		}
+		decompressed = dec
+		r, err := readerOf(list)
 		if err != nil {
 			return arrowErr("schema", "message 0", err)
 		}
@@ -397,11 +478,11 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		if err != nil {
 			return fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 		}
-		if len(t.buf) > 0 && !f.m.contains(t.buf) {
+		if len(t.buf) > 0 && !decompressed && !f.m.contains(t.buf) {
 			t.Release()
 			t = nil
-			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "compressed", Err: ErrBuffer,
-				Why: "its buffer was decompressed into new memory; write the file uncompressed to share it"}
+			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "copied", Err: ErrBuffer,
+				Why: "arrow-go copied its buffer out of the mapping"}
 		}
 		return nil
 	})
@@ -410,6 +491,11 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 			t.Release()
 		}
 		return nil, err
+	}
+	if decompressed {
+		// the body is Go memory, kept by the arrays that slice it
+		t.copied = true
+		return t, nil
 	}
 	f.m.Retain()
 	t.refs.keep = f.m

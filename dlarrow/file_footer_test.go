@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -127,5 +128,99 @@ func TestOpenFileFooterDisagrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.Close()
+	}
+}
+
+// A compressed buffer's declared uncompressed length is checked against
+// the schema before anything is allocated, and the decompressed size must
+// be the declared one; the error names the batch and the buffer.
+func TestColumnCompressedLies(t *testing.T) {
+	intact, err := os.ReadFile(writeIPC(t, 10, ipc.WithZstd(), ipc.WithMinSpaceSavings(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := openBytes(t, intact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := f.batches[0].msg
+	bm, err := readBatchMeta(msg.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodyAt := int(uintptr(unsafe.Pointer(unsafe.SliceData(msg.body))) - uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data))))
+	x := bm.buffers[1] // the values of x: 10 float64
+	if x.length < 8 || binary.LittleEndian.Uint64(msg.body[x.offset:]) != 80 {
+		t.Fatalf("buffer 1 is %+v", x)
+	}
+	f.Close()
+	declare := func(n int64) []byte {
+		d := append([]byte(nil), intact...)
+		binary.LittleEndian.PutUint64(d[bodyAt+int(x.offset):], uint64(n))
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		says string
+	}{
+		{"huge", declare(1 << 40), "buffer 1: uncompressed length 1099511627776 where the schema allows 128"},
+		{"negative", declare(-2), "buffer 1: uncompressed length -2"},
+		{"short", declare(96), "buffer 1: decompresses to 80 bytes, declared 96"},
+		{"long", declare(72), "buffer 1: decompresses to more than the declared 72 bytes"},
+	} {
+		f, err := openBytes(t, c.data)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		tn, err := f.Column(0, 0)
+		if err == nil {
+			tn.Release()
+		}
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "record batch") {
+			t.Errorf("%s: %v, want ErrFormat saying %q", c.name, err, c.says)
+		}
+		f.Close()
+	}
+}
+
+// Every buffer of a batch must lie inside its body at an offset that is a
+// multiple of 8 (as Arrow C++ requires), or OpenFile refuses the file
+// naming the buffer.
+func TestOpenFileBufferBounds(t *testing.T) {
+	intact := ipcBytes(t, arrow.PrimitiveTypes.Int64)
+	f, err := openBytes(t, intact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := f.batches[0].msg
+	bm, err := readBatchMeta(msg.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int(uintptr(unsafe.Pointer(unsafe.SliceData(msg.meta)))-uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data)))) + bm.bufAt
+	f.Close()
+	set := func(i int, offset, length int64) []byte {
+		d := append([]byte(nil), intact...)
+		binary.LittleEndian.PutUint64(d[at+16*i:], uint64(offset))
+		binary.LittleEndian.PutUint64(d[at+16*i+8:], uint64(length))
+		return d
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		says string
+	}{
+		{"unaligned", set(1, 4, 8), "buffer 1 at offset 4 does not start on an 8-byte boundary"},
+		{"past the body", set(1, 0, 1<<20), "buffer 1 at [0, +1048576) is outside the body of 32 bytes"},
+		{"negative", set(1, -8, 32), "buffer 1 at [-8, +32) is outside the body"},
+	} {
+		f, err := openBytes(t, c.data)
+		if err == nil {
+			f.Close()
+		}
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want ErrFormat saying %q", c.name, err, c.says)
+		}
 	}
 }

@@ -55,8 +55,8 @@ func (f *File) checkFooter() error {
 		return footerErr("footer.recordBatches", "vector", err.Error())
 	}
 	msgs := make([]message, len(f.batches))
-	for i, r := range f.batches {
-		msgs[i] = r.msg
+	for i := range f.batches {
+		msgs[i] = f.batches[i].msg
 	}
 	return blocksAgree("recordBatches", batches, msgs)
 }
@@ -126,7 +126,7 @@ func (f *File) footerSchema(pos int) (*arrow.Schema, error) {
 	if _, err := checkMetadata(meta); err != nil {
 		return nil, footerErr("footer.schema", "table", "malformed: "+err.Error())
 	}
-	r, err := (&File{schemaM: msg}).reader(nil)
+	r, err := readerOf([]message{msg})
 	if err != nil {
 		return nil, arrowErr("footer.schema", "table", err)
 	}

@@ -24,11 +24,15 @@ var (
 	ErrType = errors.New("dlarrow: type has no tensor form")
 	// ErrBuffer: an array's values buffer is shorter than its offset and
 	// length say, or a tensor's memory is not where it must be (an IPC
-	// column that was decompressed instead of mapped).
+	// column that arrow-go copied out of the mapping), or a compressed IPC
+	// batch holds a column type whose buffers are not bounded (unions,
+	// views, run-end encoded) and is not decompressed.
 	ErrBuffer = errors.New("dlarrow: buffer does not hold the data")
 	// ErrFormat: a file that is not a readable Arrow IPC file: no magic,
 	// a footer or message that does not fit, malformed message metadata,
-	// a record batch arrow-go cannot read.
+	// a buffer outside its body, a footer that disagrees with the
+	// messages, a compressed buffer that is not what it declares, a record
+	// batch arrow-go cannot read.
 	ErrFormat = errors.New("dlarrow: malformed Arrow IPC file")
 	// ErrTruncated: the file was cut short (by another process) while
 	// mapped, and reading a lost page faulted; see the package

@@ -7,6 +7,7 @@ Every file has a float64 column "x" = 0, 1, 2, ... across its batches
 """
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather
 
 
 def table(n, start=0, **cols):
@@ -42,6 +43,26 @@ def main():
     write("empty_batch.arrow", [table(0)])
     write("many_batches.arrow", [table(2, 2 * i, y=pa.array([i, -i], pa.int16())) for i in range(20)])
     write("nulls.arrow", [table(3, z=pa.array([1.0, None, 3.0]))])
+    # Compressed files as users meet them: write_feather compresses with
+    # lz4 by default. Every kind of column whose buffers the reader bounds
+    # (numbers, bools, strings, lists, dictionaries, fixed-size lists), in
+    # two batches; plain.arrow is the same table uncompressed.
+    rng = np.random.default_rng(7)
+    n = 600
+    mixed = table(n,
+                  i=pa.array(rng.integers(-2**31, 2**31, n, dtype=np.int32)),
+                  u=pa.array(rng.integers(0, 2**64, n, dtype=np.uint64)),
+                  h=pa.array(rng.standard_normal(n).astype(np.float16)),
+                  z=pa.array(np.zeros(n, dtype=np.int64)),
+                  b=pa.array(rng.integers(0, 2, n).astype(bool)),
+                  s=pa.array([str(v) * (v % 5) for v in range(n)]),
+                  l=pa.array([[v] * (v % 3) for v in range(n)], pa.list_(pa.int16())),
+                  d=pa.array(["red", "green", "blue"] * (n // 3)).dictionary_encode(),
+                  f=pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(3 * n)), 3))
+    batches = mixed.to_batches(max_chunksize=400)
+    pa.feather.write_feather(pa.Table.from_batches(batches), "feather_lz4.feather", chunksize=400)
+    pa.feather.write_feather(pa.Table.from_batches(batches), "feather_zstd.feather", compression="zstd", chunksize=400)
+    write("plain.arrow", [pa.Table.from_batches(batches)])
 
 
 if __name__ == "__main__":
