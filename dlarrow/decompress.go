@@ -272,11 +272,20 @@ func decompressBatch(msg message, fields []arrow.DataType) (message, error) {
 		case declared < 0 || declared > limit:
 			return message{}, fmt.Errorf("buffer %d: uncompressed length %d where the schema allows %d", i, declared, limit)
 		}
-		if err := dec.reset(bytes.NewReader(raw[8:])); err != nil {
+		if bm.codec == 0 {
+			if err := checkLZ4Frame(raw[8:], declared); err != nil {
+				return message{}, fmt.Errorf("buffer %d: %w", i, err)
+			}
+		}
+		src := bytes.NewReader(raw[8:])
+		if err := dec.reset(src); err != nil {
 			return message{}, fmt.Errorf("buffer %d: %w", i, err)
 		}
 		if out[i], err = readExactly(dec, declared); err != nil {
 			return message{}, fmt.Errorf("buffer %d: %w", i, err)
+		}
+		if src.Len() > 0 { // Arrow's codecs take exactly one frame
+			return message{}, fmt.Errorf("buffer %d: %d bytes after the compressed frame", i, src.Len())
 		}
 	}
 	// the new body: each buffer at a multiple of 64 bytes
@@ -354,10 +363,70 @@ func readExactly(r io.Reader, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("decompresses to %d bytes, declared %d", len(buf), n)
 	}
 	var one [1]byte
-	if k, _ := io.ReadFull(r, one[:]); k > 0 {
+	switch k, err := io.ReadFull(r, one[:]); {
+	case k > 0:
 		return nil, fmt.Errorf("decompresses to more than the declared %d bytes", n)
+	case err != io.EOF:
+		return nil, fmt.Errorf("decompressing: %w", err)
 	}
 	return buf, nil
+}
+
+// checkLZ4Frame checks that b is exactly one LZ4 frame (the LZ4 frame
+// format: magic, descriptor, blocks up to an end mark, checksums), as
+// Arrow's LZ4_FRAME codec requires ("Lz4 compressed input contains less
+// than one frame", "... more than one frame"): the decoder used here would
+// stop at the end of the content it expects and ignore a damaged end of
+// frame. A content size in the descriptor must be the declared length.
+func checkLZ4Frame(b []byte, declared int64) error {
+	le := binary.LittleEndian
+	if len(b) < 7 || le.Uint32(b) != 0x184D2204 {
+		return errors.New("not an LZ4 frame")
+	}
+	flg, bd := b[4], b[5]
+	if flg>>6 != 1 || flg&2 != 0 || bd&0x8F != 0 || bd>>4 < 4 {
+		return fmt.Errorf("LZ4 frame descriptor %#02x %#02x", flg, bd)
+	}
+	maxBlock := 1 << (8 + 2*(bd>>4)) // 64 KiB, 256 KiB, 1 MiB, 4 MiB
+	p := 6
+	if flg&8 != 0 { // content size
+		if len(b) < p+8 {
+			return errors.New("LZ4 frame cut short")
+		}
+		if size := int64(le.Uint64(b[p:])); size != declared {
+			return fmt.Errorf("LZ4 frame of %d bytes of content, declared %d", size, declared)
+		}
+		p += 8
+	}
+	if flg&1 != 0 { // dictionary id
+		p += 4
+	}
+	p++ // header checksum
+	blockSum := 0
+	if flg&16 != 0 {
+		blockSum = 4
+	}
+	for {
+		if len(b) < p+4 {
+			return errors.New("LZ4 frame cut short")
+		}
+		size := int(le.Uint32(b[p:]) &^ (1 << 31))
+		p += 4
+		if le.Uint32(b[p-4:]) == 0 {
+			break
+		}
+		if size > maxBlock || len(b)-p < size+blockSum {
+			return fmt.Errorf("LZ4 block of %d bytes (at most %d, %d left)", size, maxBlock, len(b)-p)
+		}
+		p += size + blockSum
+	}
+	if flg&4 != 0 { // content checksum
+		p += 4
+	}
+	if p != len(b) {
+		return fmt.Errorf("%d bytes after the LZ4 frame of %d", len(b)-p, p)
+	}
+	return nil
 }
 
 type zstdReader struct{ *zstd.Decoder }

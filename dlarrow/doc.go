@@ -70,10 +70,18 @@
 // OpenFile or Column panic: malformed files fail with ErrFormat
 // (FuzzOpenFile).
 //
-// What OpenFile checks: the magic at both ends; every message's framing,
-// metadata (checkMetadata) and body length against the bytes before the
-// footer; every buffer of every batch inside its body at a multiple of 8
-// bytes (as Arrow C++ requires); and the footer against the stream. Arrow's
+// What OpenFile checks: the magic at both ends; every message's framing
+// and body length against the bytes before the footer; every message's
+// metadata and the footer with the flatbuffers verifier's rules, as
+// Arrow C++ (pyarrow) verifies them (alignment, bounds, vtables, strings,
+// nesting), and the metadata version (V4 or V5); every buffer of every
+// batch inside its body at a multiple of 8 bytes, and every column as long
+// as its batch (both as Arrow C++ requires); and the footer against the
+// stream. A sweep of single-bit flips of pyarrow-written files
+// (TestOpenFileFlipSweep) holds this to: where pyarrow's file reader
+// raises, OpenFile or Column fails; where both read, the values are
+// equal; a flip outside the data buffers fails or reads the intact
+// values. Arrow's
 // file readers (pyarrow's open_file) follow the footer, this package the
 // stream, so they must say the same: the footer's schema equals the
 // stream's (fields, types, nullability, metadata), and its Blocks list the
@@ -90,8 +98,8 @@
 // width for numbers, length / 8 for bitmaps, length + 1 offsets, the last
 // offset for string data, padding to 64 bytes allowed) before anything is
 // allocated; memory grows only as the decompressor produces bytes; and the
-// decompressed size must equal the declared one; else ErrFormat naming the
-// batch and the buffer. Batches with columns whose buffers the schema does
+// decompressed size must equal the declared one, an LZ4 buffer being
+// exactly one frame; else ErrFormat naming the batch and the buffer. Batches with columns whose buffers the schema does
 // not bound (unions, views, run-end encoded) are refused compressed
 // (ErrBuffer). arrow-go's own decompression is not used: it allocates
 // whatever length the file declares and ignores bytes beyond it.

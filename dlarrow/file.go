@@ -176,6 +176,9 @@ func OpenFile(path string) (*File, error) {
 		}
 		f.schema = r.Schema()
 		r.Release()
+		if err := f.checkLengths(); err != nil {
+			return err
+		}
 		return f.checkFooter()
 	})
 	if err != nil {
@@ -281,6 +284,12 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	msg.meta = data[pos : pos+metaLen : pos+metaLen]
 	pos += metaLen
 	msg.metaSpan = pos - msg.offset
+	if err := verify(msg.meta, fbMessage); err != nil {
+		return message{}, 0, false, fmt.Errorf("invalid flatbuffers message: %w", err)
+	}
+	if err := checkVersion(msg.meta); err != nil {
+		return message{}, 0, false, err
+	}
 	if msg.compressed, err = checkMetadata(msg.meta); err != nil {
 		return message{}, 0, false, fmt.Errorf("malformed message metadata: %w", err)
 	}
@@ -293,6 +302,98 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	}
 	msg.body = data[pos : pos+bodyLen : pos+bodyLen]
 	return msg, pos + bodyLen, false, nil
+}
+
+// checkVersion refuses metadata versions Arrow's readers refuse: before
+// V4 (format 0.x, "Old metadata version not supported") and after V5.
+func checkVersion(meta []byte) error {
+	b := fbuf(meta)
+	root, _ := b.deref(0)
+	msg, ok := b.table(root)
+	if !ok {
+		return errors.New("message table out of bounds")
+	}
+	v := 0 // V1, the default
+	if p := msg.field(4); p != 0 {
+		u, _ := b.u16(p)
+		v = int(int16(u))
+	}
+	if v < 3 || v > 4 {
+		return fmt.Errorf("metadata version V%d: Arrow IPC files are V4 or V5", v+1)
+	}
+	return nil
+}
+
+// checkLengths checks, for each batch, that there are field nodes for
+// every column and that each column is as long as the batch, which
+// Arrow's readers require ("Array length did not match record batch
+// length"): arrow-go reads the column by its own length.
+func (f *File) checkLengths() error {
+	var dictTypes map[int64]arrow.DataType
+	if len(f.dicts) > 0 {
+		var err error
+		if dictTypes, err = dictionaryTypes(f.schemaM.meta, f.schema); err != nil {
+			return &dlpack.FieldError{Field: "schema", Value: "dictionaries", Err: ErrFormat, Why: err.Error()}
+		}
+	}
+	check := func(what string, meta []byte, types []arrow.DataType) error {
+		bm, err := readBatchMeta(meta)
+		if err != nil {
+			return &dlpack.FieldError{Field: what, Value: "metadata", Err: ErrFormat, Why: err.Error()}
+		}
+		i := 0
+		for c, t := range types {
+			if i >= len(bm.nodes) {
+				return &dlpack.FieldError{Field: what + ".nodes", Value: len(bm.nodes), Err: ErrFormat,
+					Why: fmt.Sprintf("no field node for column %d", c)}
+			}
+			if bm.nodes[i].offset != bm.rows {
+				return &dlpack.FieldError{Field: fmt.Sprintf("%s column %d length", what, c), Value: bm.nodes[i].offset, Err: ErrFormat,
+					Why: fmt.Sprintf("the batch has %d rows", bm.rows)}
+			}
+			i += nodesOf(t, 0)
+		}
+		return nil
+	}
+	types := make([]arrow.DataType, f.schema.NumFields())
+	for i, fl := range f.schema.Fields() {
+		types[i] = fl.Type
+	}
+	for i := range f.batches {
+		if err := check(fmt.Sprintf("record batch %d", i), f.batches[i].msg.meta, types); err != nil {
+			return err
+		}
+	}
+	for i, d := range f.dicts {
+		bm, _ := readBatchMeta(d.meta)
+		t, ok := dictTypes[bm.dictID]
+		if !ok {
+			return &dlpack.FieldError{Field: fmt.Sprintf("dictionary batch %d id", i), Value: bm.dictID, Err: ErrFormat, Why: "no field has that dictionary"}
+		}
+		if err := check(fmt.Sprintf("dictionary batch %d", i), d.meta, []arrow.DataType{t}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodesOf is how many field nodes a column of type t takes in a record
+// batch: one per field of its type tree (a dictionary column's values
+// are in its dictionary batch).
+func nodesOf(t arrow.DataType, depth int) int {
+	if depth > maxFieldDepth {
+		return 1
+	}
+	if ext, ok := t.(arrow.ExtensionType); ok {
+		t = ext.StorageType()
+	}
+	n := 1
+	if nt, ok := t.(arrow.NestedType); ok {
+		for _, c := range nt.Fields() {
+			n += nodesOf(c.Type, depth+1)
+		}
+	}
+	return n
 }
 
 // parsed wraps msg's slices as an ipc.Message (no copy).

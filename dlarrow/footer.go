@@ -23,6 +23,9 @@ import (
 // messages, in order, with their offsets, metadata lengths (framing
 // included) and body lengths.
 func (f *File) checkFooter() error {
+	if err := verify(f.footer, fbFooter); err != nil {
+		return footerErr("footer", len(f.footer), "invalid flatbuffer: "+err.Error())
+	}
 	b := fbuf(f.footer)
 	root, ok := b.deref(0)
 	if !ok {
@@ -137,9 +140,18 @@ func (f *File) footerSchema(pos int) (*arrow.Schema, error) {
 // schemaVersion is the metadata version of the stream's schema message,
 // which the footer's schema is read with.
 func (f *File) schemaVersion() int16 {
-	m := f.schemaM.parsed()
-	defer m.Release()
-	return int16(m.Version())
+	b := fbuf(f.schemaM.meta)
+	root, _ := b.deref(0)
+	msg, ok := b.table(root)
+	if !ok {
+		return 0
+	}
+	p := msg.field(4)
+	if p == 0 {
+		return 0
+	}
+	v, _ := b.u16(p)
+	return int16(v)
 }
 
 // schemasAgree reports the first difference between the footer's schema
