@@ -25,12 +25,12 @@ import (
 type fbKind uint8
 
 const (
-	fbScalar   fbKind = iota // size bytes, aligned to size
-	fbTable                  // an offset to a table
-	fbString                 // an offset to a string
-	fbVector                 // an offset to a vector of size-byte scalars or structs
-	fbTables                 // an offset to a vector of tables
-	fbUnion                  // an offset to a table whose type is given by the union type field before it
+	fbScalar fbKind = iota // size bytes, aligned to size
+	fbTable                // an offset to a table
+	fbString               // an offset to a string
+	fbVector               // an offset to a vector of size-byte scalars or structs
+	fbTables               // an offset to a vector of tables
+	fbUnion                // an offset to a table whose type is given by the union type field before it
 )
 
 type fbField struct {
@@ -79,9 +79,9 @@ var (
 		{name: "Duration", fields: []fbField{scalar(0, 2)}},
 		fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty,
 	}
-	fbField_ = &fbTableDef{name: "Field"}
-	fbSchema = &fbTableDef{name: "Schema", fields: []fbField{scalar(0, 2), tbls(1, fbField_), tbls(2, fbKeyValue), vec(3, 8)}}
-	fbBatch  = &fbTableDef{name: "RecordBatch", fields: []fbField{scalar(0, 8), vec(1, 16), vec(2, 16),
+	fbFieldTable = &fbTableDef{name: "Field"}
+	fbSchema     = &fbTableDef{name: "Schema", fields: []fbField{scalar(0, 2), tbls(1, fbFieldTable), tbls(2, fbKeyValue), vec(3, 8)}}
+	fbBatch      = &fbTableDef{name: "RecordBatch", fields: []fbField{scalar(0, 8), vec(1, 16), vec(2, 16),
 		tbl(3, &fbTableDef{name: "BodyCompression", fields: []fbField{scalar(0, 1), scalar(1, 1)}}), vec(4, 8)}}
 	fbDictBatch = &fbTableDef{name: "DictionaryBatch", fields: []fbField{scalar(0, 8), tbl(1, fbBatch), scalar(2, 1)}}
 	// Message: a header of type Schema, DictionaryBatch or RecordBatch
@@ -92,8 +92,8 @@ var (
 )
 
 func init() {
-	fbField_.fields = []fbField{str(0), scalar(1, 1), scalar(2, 1), {slot: 3, kind: fbUnion, union: fbTypes},
-		tbl(4, fbDictEnc), tbls(5, fbField_), tbls(6, fbKeyValue)}
+	fbFieldTable.fields = []fbField{str(0), scalar(1, 1), scalar(2, 1), {slot: 3, kind: fbUnion, union: fbTypes},
+		tbl(4, fbDictEnc), tbls(5, fbFieldTable), tbls(6, fbKeyValue)}
 }
 
 // fbVerifier holds the state of one verification.
