@@ -134,14 +134,14 @@ func TestOpenFilePyarrowFiles(t *testing.T) {
 // Compressed files, as pyarrow writes them (pa.ipc.new_file with
 // IpcWriteOptions(compression=...), and feather.write_feather, lz4 by
 // default or zstd), read bit for bit as the same table written
-// uncompressed (plain.arrow), every column of every batch: the same
+// uncompressed (plain.feather), every column of every batch: the same
 // tensors, or the same refusals; decompressed columns are copies
 // (Copied), outside the mapping, and hold no reference to it.
 func TestOpenFilePyarrowCompressed(t *testing.T) {
 	for _, name := range []string{"compressed_zstd.arrow", "compressed_lz4.arrow"} {
 		checkX(t, pyarrowFile(t, name), 64)
 	}
-	plain := pyarrowFile(t, "plain.arrow")
+	plain := pyarrowFile(t, "plain.feather")
 	for _, name := range []string{"feather_lz4.feather", "feather_zstd.feather"} {
 		f := pyarrowFile(t, name)
 		if !f.batches[0].msg.compressed {

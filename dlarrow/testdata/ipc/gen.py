@@ -46,7 +46,8 @@ def main():
     # Compressed files as users meet them: write_feather compresses with
     # lz4 by default. Every kind of column whose buffers the reader bounds
     # (numbers, bools, strings, lists, dictionaries, fixed-size lists), in
-    # two batches; plain.arrow is the same table uncompressed.
+    # two batches; plain.feather is the same table uncompressed (not a
+    # FuzzOpenFile seed: seeds are the small *.arrow files).
     rng = np.random.default_rng(7)
     n = 600
     mixed = table(n,
@@ -62,7 +63,7 @@ def main():
     batches = mixed.to_batches(max_chunksize=400)
     pa.feather.write_feather(pa.Table.from_batches(batches), "feather_lz4.feather", chunksize=400)
     pa.feather.write_feather(pa.Table.from_batches(batches), "feather_zstd.feather", compression="zstd", chunksize=400)
-    write("plain.arrow", [pa.Table.from_batches(batches)])
+    write("plain.feather", [pa.Table.from_batches(batches)])
 
 
 if __name__ == "__main__":
