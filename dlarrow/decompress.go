@@ -136,8 +136,9 @@ type bufBound struct {
 
 // bounds walks the fields as Arrow's IPC loader does (a field node per
 // field, its buffers, then its children's) and returns the bound of each
-// buffer. Types whose buffers it cannot bound from the schema (unions,
-// views, run-end encoded) are refused.
+// buffer. Types whose buffers it cannot bound from the schema (the
+// string and binary views, whose data buffers are as many as the batch
+// says) are refused.
 type bounder struct {
 	nodes  []span
 	ni     int
@@ -201,9 +202,23 @@ func (w *bounder) field(t arrow.DataType, depth int) error {
 	case *arrow.FixedSizeListType:
 		w.bounds = append(w.bounds, validity)
 		return w.field(t.Elem(), depth+1)
-	case *arrow.StructType:
-		w.bounds = append(w.bounds, validity)
-		for _, c := range t.Fields() {
+	case *arrow.ListViewType, *arrow.LargeListViewType:
+		width := 32
+		if t.ID() == arrow.LARGE_LIST_VIEW {
+			width = 64
+		}
+		w.bounds = append(w.bounds, validity, fixed(n, width), fixed(n, width))
+		return w.field(t.(arrow.ListLikeType).Elem(), depth+1)
+	case *arrow.StructType, *arrow.SparseUnionType, *arrow.DenseUnionType, *arrow.RunEndEncodedType:
+		switch t.ID() {
+		case arrow.STRUCT:
+			w.bounds = append(w.bounds, validity)
+		case arrow.SPARSE_UNION: // no validity bitmap (format V5)
+			w.bounds = append(w.bounds, fixed(n, 8))
+		case arrow.DENSE_UNION:
+			w.bounds = append(w.bounds, fixed(n, 8), fixed(n, 32))
+		}
+		for _, c := range t.(arrow.NestedType).Fields() {
 			if err := w.field(c.Type, depth+1); err != nil {
 				return err
 			}

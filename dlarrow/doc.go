@@ -99,9 +99,9 @@
 // offset for string data, padding to 64 bytes allowed) before anything is
 // allocated; memory grows only as the decompressor produces bytes; and the
 // decompressed size must equal the declared one, an LZ4 buffer being
-// exactly one frame; else ErrFormat naming the batch and the buffer. Batches with columns whose buffers the schema does
-// not bound (unions, views, run-end encoded) are refused compressed
-// (ErrBuffer). arrow-go's own decompression is not used: it allocates
+// exactly one frame; else ErrFormat naming the batch and the buffer.
+// Batches with columns whose buffers the schema does not bound (string
+// and binary views) are refused compressed (ErrBuffer). arrow-go's own decompression is not used: it allocates
 // whatever length the file declares and ignores bytes beyond it.
 //
 // # Files cut short under the mapping

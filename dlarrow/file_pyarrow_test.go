@@ -184,6 +184,12 @@ func TestOpenFilePyarrowCompressed(t *testing.T) {
 			t.Errorf("%s: %d references left besides the File's", name, f.m.refs.Load()-1)
 		}
 	}
+	// a string_view column's data buffers are not bounded by the schema:
+	// the compressed batch is refused, naming the type
+	f := pyarrowFile(t, "feather_view.feather")
+	if _, err := f.Column(0, 0); !errors.Is(err, ErrBuffer) || !strings.Contains(err.Error(), "string_view") {
+		t.Errorf("feather_view.feather: %v, want ErrBuffer naming string_view", err)
+	}
 }
 
 // elementBytes returns the bytes of a compact tensor's elements.

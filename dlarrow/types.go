@@ -25,8 +25,8 @@ var (
 	// ErrBuffer: an array's values buffer is shorter than its offset and
 	// length say, or a tensor's memory is not where it must be (an IPC
 	// column that arrow-go copied out of the mapping), or a compressed IPC
-	// batch holds a column type whose buffers are not bounded (unions,
-	// views, run-end encoded) and is not decompressed.
+	// batch holds a column type whose buffers are not bounded (string
+	// and binary views) and is not decompressed.
 	ErrBuffer = errors.New("dlarrow: buffer does not hold the data")
 	// ErrFormat: a file that is not a readable Arrow IPC file: no magic,
 	// a footer or message that does not fit, malformed message metadata,
