@@ -79,7 +79,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	in, err := open(inPath, inFmt)
+	in, err := open(inPath, inFmt, true) // every byte is read anyway: check every .npz member's CRC-32
 	if err != nil {
 		return about(inPath, err)
 	}

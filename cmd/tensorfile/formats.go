@@ -118,6 +118,7 @@ type entry struct {
 	strides []int64 // in elements, always filled
 	bytes   int64
 	mapped  bool
+	crc     string // .npz members: "checked" or "unchecked" (mapped, not read); "" for formats without checksums
 	src     tensorSource
 	err     error
 }
@@ -131,8 +132,10 @@ type input struct {
 	close    func()
 }
 
-// open maps the file at path through the library of its format.
-func open(path string, f format) (*input, error) {
+// open maps the file at path through the library of its format; with
+// verify, every .npz member is read and checked against its CRC-32 as
+// the file opens (tensorfile.CheckCRC), mapped ones included.
+func open(path string, f format, verify bool) (*input, error) {
 	if err := regular(path); err != nil {
 		return nil, err
 	}
@@ -147,7 +150,11 @@ func open(path string, f format) (*input, error) {
 		case formatNPY:
 			tf, err = tensorfile.OpenNPY(path)
 		case formatNPZ:
-			tf, err = tensorfile.OpenNPZ(path)
+			if verify {
+				tf, err = tensorfile.OpenNPZ(path, tensorfile.CheckCRC())
+			} else {
+				tf, err = tensorfile.OpenNPZ(path)
+			}
 		default:
 			tf, err = tensorfile.OpenSafetensors(path)
 		}
@@ -155,8 +162,15 @@ func open(path string, f format) (*input, error) {
 			return nil, err
 		}
 		for _, t := range tf.Tensors() {
-			in.entries = append(in.entries, &entry{name: t.Name(), dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(),
-				bytes: t.NBytes(), mapped: t.Mapped(), src: t})
+			e := &entry{name: t.Name(), dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(),
+				bytes: t.NBytes(), mapped: t.Mapped(), src: t}
+			if f == formatNPZ {
+				e.crc = "unchecked"
+				if t.CRCChecked() {
+					e.crc = "checked"
+				}
+			}
+			in.entries = append(in.entries, e)
 		}
 		in.metadata = tf.Metadata()
 		in.close = func() { _ = tf.Close() }

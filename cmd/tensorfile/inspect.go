@@ -35,6 +35,7 @@ type jsonTensor struct {
 	Bytes   int64   `json:"bytes"`
 	Layout  string  `json:"layout"`
 	Mapped  bool    `json:"mapped"`
+	CRC     string  `json:"crc,omitempty"`
 }
 
 type jsonSkipped struct {
@@ -46,8 +47,9 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print one JSON document (schema in the package doc and docs/cli.md)")
 	from := fs.String("from", "", "read every FILE as this `FORMAT` (npy, npz, safetensors, arrow), whatever its name")
+	verify := fs.Bool("verify", false, "read every .npz member and check it against its CRC-32 (mapped members are otherwise not read, so not checked)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: tensorfile inspect [--json] [--from FORMAT] FILE...\n\n"+
+		fmt.Fprint(fs.Output(), "usage: tensorfile inspect [--json] [--verify] [--from FORMAT] FILE...\n\n"+
 			"Print each tensor's name, dtype, shape, bytes, layout and whether it is mapped (zero-copy), and the file's metadata.\n\n")
 		fs.PrintDefaults()
 	}
@@ -67,7 +69,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	report := jsonReport{Files: []jsonFile{}}
 	failed := false
 	for i, path := range files {
-		jf := inspectFile(path, forced)
+		jf := inspectFile(path, forced, *verify)
 		if jf.Error != "" {
 			failed = true
 		}
@@ -99,7 +101,7 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 
 // inspectFile opens one file and describes it; a file that cannot be read
 // has only Path and Error.
-func inspectFile(path string, forced format) jsonFile {
+func inspectFile(path string, forced format, verify bool) jsonFile {
 	jf := jsonFile{Path: path, Metadata: map[string]string{}, Tensors: []jsonTensor{}}
 	f := forced
 	if f == "" {
@@ -109,7 +111,7 @@ func inspectFile(path string, forced format) jsonFile {
 			return jf
 		}
 	}
-	in, err := open(path, f)
+	in, err := open(path, f, verify)
 	if err != nil {
 		jf.Error = about(path, err).Error()
 		return jf
@@ -127,7 +129,7 @@ func inspectFile(path string, forced format) jsonFile {
 		// shapes and strides are arrays, [] for a 0-d tensor, never null
 		jf.Tensors = append(jf.Tensors, jsonTensor{Name: e.name, DType: e.dtype.String(),
 			Shape: append([]int64{}, e.shape...), Strides: append([]int64{}, e.strides...),
-			Bytes: e.bytes, Layout: layout(e.shape, e.strides), Mapped: e.mapped})
+			Bytes: e.bytes, Layout: layout(e.shape, e.strides), Mapped: e.mapped, CRC: e.crc})
 	}
 	return jf
 }
@@ -152,7 +154,12 @@ func printFile(w io.Writer, jf jsonFile) {
 	fmt.Fprintf(w, "%s: %s, %d %s, %s\n", jf.Path, jf.Format, len(jf.Tensors), plural(len(jf.Tensors), "tensor", "tensors"), humanBytes(total))
 	if len(jf.Tensors) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  NAME\tDTYPE\tSHAPE\tBYTES\tLAYOUT\tZERO-COPY")
+		crc := jf.Tensors[0].CRC != "" // .npz: a CRC-32 column
+		head := "  NAME\tDTYPE\tSHAPE\tBYTES\tLAYOUT\tZERO-COPY"
+		if crc {
+			head += "\tCRC-32"
+		}
+		fmt.Fprintln(tw, head)
 		for _, t := range jf.Tensors {
 			name := t.Name
 			if name == "" {
@@ -162,7 +169,11 @@ func printFile(w io.Writer, jf jsonFile) {
 			if !t.Mapped {
 				zc = "copied"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", name, t.DType, shapeString(t.Shape), t.Bytes, t.Layout, zc)
+			line := fmt.Sprintf("  %s\t%s\t%s\t%d\t%s\t%s", name, t.DType, shapeString(t.Shape), t.Bytes, t.Layout, zc)
+			if crc {
+				line += "\t" + t.CRC
+			}
+			fmt.Fprintln(tw, line)
 		}
 		tw.Flush()
 	}

@@ -6,29 +6,33 @@
 // misaligned in their file, which package tensorfile copies when it opens
 // the file).
 //
-//	go run github.com/godlpack/dlpack/cmd/tensorfile inspect [--json] FILE...
+//	go run github.com/godlpack/dlpack/cmd/tensorfile inspect [--json] [--verify] FILE...
 //	go run github.com/godlpack/dlpack/cmd/tensorfile convert [flags] IN OUT
 //
 // inspect prints, for each file, every tensor's name, data type, shape,
 // size in bytes, memory layout (C or Fortran order, or strided) and whether
 // it is mapped (a zero-copy view of the file) or copied (a deflated or
 // misaligned .npz member, a misaligned safetensors tensor, a column of a
-// compressed Arrow file, which dlarrow decompresses), then the file's metadata (safetensors __metadata__, the Arrow
-// schema's metadata). With --json it prints one JSON document instead:
+// compressed Arrow file, which dlarrow decompresses), and for an .npz
+// whether its bytes were checked against the member's CRC-32 (copied
+// members always are; mapped ones only with --verify, which reads them),
+// then the file's metadata (safetensors __metadata__, the Arrow schema's
+// metadata). With --json it prints one JSON document instead:
 //
 //	{"files": [{
 //	    "path": "model.safetensors", "format": "safetensors",
 //	    "metadata": {"format": "pt"},
 //	    "tensors": [{"name": "w", "dtype": "float32", "shape": [2, 3],
 //	                 "strides": [3, 1], "bytes": 24, "layout": "C",
-//	                 "mapped": true}],
+//	                 "mapped": true, "crc": "unchecked"}],
 //	    "skipped": [{"name": "label", "error": "..."}],
 //	    "error": "..."}]}
 //
 // format is one of npy, npz, safetensors, arrow; dtype is the DLPack type
 // name (bool, int8..int64, uint8..uint64, float16, bfloat16, float32,
 // float64, complex64, complex128, float8_e4m3fn, ...); strides are in
-// elements; layout is "C", "F" or "strided"; metadata is always an object
+// elements; layout is "C", "F" or "strided"; crc is present for .npz
+// members only ("checked" or "unchecked"); metadata is always an object
 // ({} when the file has none). skipped lists Arrow columns that have no
 // tensor form (strings, nulls, ...) and is omitted when empty; error is
 // present only for a file that could not be read, which then has no
@@ -39,7 +43,8 @@
 // --from and --to override). The input is mapped and each tensor streams
 // from the mapping through a buffered writer into a temporary file next to
 // OUT, renamed to OUT only when everything was written: a failure never
-// leaves a partial OUT. OUT is a new name or a regular file (a symbolic
+// leaves a partial OUT. Every .npz member of IN is checked against its
+// CRC-32. OUT is a new name or a regular file (a symbolic
 // link is written through); IN is a regular file. On a terminal, inputs of 32 MiB or more show a
 // progress bar on standard error; when standard error is not a terminal,
 // nothing but errors and notes (metadata a format cannot keep, columns left
