@@ -169,11 +169,13 @@ images: pybridges-lib $(VENV)/.installed
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the PNG example did not end with nothing outstanding"; exit 1; }
 # dlarrow side by side with pyarrow: the bridges' library, the protocol,
 # import and mapped-file tests, the 100,000-round soaks, and the generated
-# comparison docs/arrow-matrix.md.
+# comparison docs/arrow-matrix.md; then the IPC file flip sweep with
+# pyarrow's file reader as the judge (DLARROW_PYTHON).
 arrow: pybridges-lib $(VENV)/.installed
 	@echo "== dlarrow with pyarrow, NumPy and JAX (through the bridges' library)"
 	PYBRIDGES_LIB=$(PYBRIDGES_LIB) DLARROW_MATRIX=$(CURDIR)/docs/arrow-matrix.md \
 		$(VENV)/bin/python -m pytest -q -p no:cacheprovider dlarrow/python
+	DLARROW_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v -run 'FlipSweep|Pyarrow' ./dlarrow 2>&1 | grep -E '^(---|ok|FAIL|panic)|flips'
 
 # The Rust dlpark crate as a peer: a C-ABI static library built by cargo
 # (crates.io), linked into the Go tests of internal/dlparkpeer (tag dlpark).

@@ -66,11 +66,43 @@
 // messages itself, and gives arrow-go's stream reader slices of the
 // mapping (see File), and reference-counts the mapping: it is unmapped
 // when the File is closed and the last Tensor and export of its columns
-// are released. Compressed bodies would be decompressed by arrow-go into
-// new memory; File.Column refuses such batches (ErrBuffer) rather than
-// copy behind a zero-copy name, and dictionary columns (ErrType). No file
-// makes OpenFile or Column panic: malformed files fail with ErrFormat
+// are released. Dictionary columns are refused (ErrType). No file makes
+// OpenFile or Column panic: malformed files fail with ErrFormat
 // (FuzzOpenFile).
+//
+// What OpenFile checks: the magic at both ends; every message's framing
+// and body length against the bytes before the footer; every message's
+// metadata and the footer with the flatbuffers verifier's rules, as
+// Arrow C++ (pyarrow) verifies them (alignment, bounds, vtables, strings,
+// nesting), and the metadata version (V4 or V5); every buffer of every
+// batch inside its body at a multiple of 8 bytes, and every column as long
+// as its batch (both as Arrow C++ requires); and the footer against the
+// stream. A sweep of single-bit flips of pyarrow-written files
+// (TestOpenFileFlipSweep) holds this to: where pyarrow's file reader
+// raises, OpenFile or Column fails; where both read, the values are
+// equal; a flip outside the data buffers fails or reads the intact
+// values. Arrow's
+// file readers (pyarrow's open_file) follow the footer, this package the
+// stream, so they must say the same: the footer's schema equals the
+// stream's (fields, types, nullability, metadata), and its Blocks list the
+// stream's dictionary and record batches with their offsets, metadata
+// lengths and body lengths. Any disagreement is ErrFormat naming both
+// values.
+//
+// Compressed files (BodyCompression: LZ4_FRAME, the default of pyarrow's
+// feather.write_feather, or ZSTD) cannot be shared: Column decompresses
+// the record batch (and compressed dictionary batches) into new Go memory,
+// once per batch, and its tensors are copies (Tensor.Copied reports it;
+// they hold no reference to the mapping). Each buffer's declared
+// uncompressed length is checked against what the schema allows (length ×
+// width for numbers, length / 8 for bitmaps, length + 1 offsets, the last
+// offset for string data, padding to 64 bytes allowed) before anything is
+// allocated; memory grows only as the decompressor produces bytes; and the
+// decompressed size must equal the declared one, an LZ4 buffer being
+// exactly one frame; else ErrFormat naming the batch and the buffer.
+// Batches with columns whose buffers the schema does not bound (string
+// and binary views) are refused compressed (ErrBuffer). arrow-go's own decompression is not used: it allocates
+// whatever length the file declares and ignores bytes beyond it.
 //
 // # Files cut short under the mapping
 //

@@ -47,6 +47,9 @@ type Tensor struct {
 	shape    []int64
 	strides  []int64 // in elements; nil = compact row-major
 	released atomic.Bool
+	// copied: the data is a copy the package made (a column of a
+	// compressed IPC file, decompressed), not the memory it describes
+	copied bool
 	// checked is the description, checked by dlpack at the first export
 	// and handed out as it is by every later one.
 	checked atomic.Pointer[dlpack.CheckedDescription]
@@ -165,6 +168,15 @@ func FromTensor(t tensor.Interface) (*Tensor, error) {
 	t.Retain()
 	return &Tensor{refs: exportRef{ref: t}, buf: buf, offset: uint64(first * size), st: st, shape: shape, strides: strides}, nil
 }
+
+// Copied reports whether the tensor's data is a copy made by this
+// package rather than the memory it was made from: true for a column of a
+// compressed record batch of an IPC file, which File.Column decompresses
+// into new memory; false for a tensor sharing an array's buffer or a
+// file's mapping. Exports of a copied tensor are not marked
+// dlpack.FlagIsCopied: every consumer shares the one copy, and the flag
+// says a consumer owns its data alone.
+func (t *Tensor) Copied() bool { return t.copied }
 
 // DataType is the DLPack data type of the elements (the integer storage
 // for temporal types).

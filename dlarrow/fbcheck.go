@@ -238,6 +238,15 @@ func (t fbtable) u8(vo int) byte {
 	return t.b[p]
 }
 
+// i64 reads the int64 field at vtable offset vo, 0 if absent.
+func (t fbtable) i64(vo int) int64 {
+	p := t.field(vo)
+	if p == 0 || p > len(t.b)-8 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(t.b[p:]))
+}
+
 // subTable returns the table an offset field points to.
 func (t fbtable) subTable(vo int) (sub fbtable, present, ok bool) {
 	p := t.field(vo)

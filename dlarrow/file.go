@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -28,10 +29,11 @@ import (
 //
 // The mapping lives until the File is closed and every Tensor made from
 // it, and every export of those, has been released: each holds a reference
-// to it. Only uncompressed files share; Column refuses a compressed column
-// (arrow-go would decompress it into new memory) with ErrBuffer, and a
-// dictionary-encoded column, as FromField does, with ErrType; the other
-// columns of a file with dictionaries are shared as usual.
+// to it. Only uncompressed files share: Column decompresses a compressed
+// batch into new memory (see the package documentation: each buffer is
+// bounded by the schema and checked), and its tensors are Copied. A
+// dictionary-encoded column is refused, as FromField does, with ErrType;
+// the other columns of a file with dictionaries are shared as usual.
 //
 // How it reads: OpenFile walks the IPC messages of the file (the stream
 // between the leading magic and the footer) and keeps, for each, the
@@ -48,8 +50,10 @@ import (
 // Before any metadata reaches arrow-go, checkMetadata verifies what
 // arrow-go would trust fatally (vector lengths it allocates by, field
 // nesting); the rest of its parsing is guarded by its own recovers, which
-// turn malformed metadata into errors (ErrFormat). FuzzOpenFile holds all
-// of it to: no input panics, faults or exhausts memory.
+// turn malformed metadata into errors (ErrFormat). OpenFile also checks
+// every batch's buffers against its body and the footer against the
+// stream (checkFooter). FuzzOpenFile holds all of it to: no input panics,
+// faults or exhausts memory.
 //
 // A file cut short by another process while mapped makes reads of the lost
 // pages fault; OpenFile and Column turn such a fault into an error
@@ -58,9 +62,15 @@ type File struct {
 	m       *mapping
 	schema  *arrow.Schema
 	schemaM message
+	footer  []byte // the footer's flatbuffer, a slice of the mapping
 	dicts   []message
 	batches []batchRef
 	closed  atomic.Bool
+	// the dictionary batches uncompressed (those that were compressed),
+	// made once, at the first Column that needs them
+	dictsOnce  sync.Once
+	plainDicts []message
+	dictsErr   error
 }
 
 // message is one IPC message: its flatbuffer metadata and its body, both
@@ -69,13 +79,21 @@ type File struct {
 type message struct {
 	meta, body []byte
 	compressed bool
+	// where the message lies in the file: its first byte (the
+	// continuation marker or the length), and the bytes of its framing
+	// and metadata, as a footer Block gives them
+	offset, metaSpan int64
 }
 
 // batchRef is a record batch message and how many dictionary batches
-// precede it in the file.
+// precede it in the file; for a compressed one, its uncompressed form,
+// made once, at the first Column that needs it.
 type batchRef struct {
 	msg   message
 	dicts int
+	once  sync.Once
+	plain message
+	err   error
 }
 
 // mapping is the memory map and its reference count; the last Release
@@ -117,8 +135,10 @@ const arrowMagic = "ARROW1"
 // OpenFile maps the Arrow IPC file at path read-only, finds its messages
 // and reads its schema. Files in the other byte order are refused
 // (swapping them would write to the read-only mapping), as are empty
-// files; a file that is not an Arrow IPC file, or whose messages run past
-// its footer, fails with ErrFormat, and so does a path that is not a
+// files; a file that is not an Arrow IPC file, whose messages run past
+// its footer, whose buffers run past their body, or whose footer
+// disagrees with its messages, fails with ErrFormat, and so does a path
+// that is not a
 // regular file (a named pipe, a directory, a device), at once. No file
 // makes it panic (FuzzOpenFile).
 func OpenFile(path string) (*File, error) {
@@ -150,13 +170,16 @@ func OpenFile(path string) (*File, error) {
 		if err := f.scan(); err != nil {
 			return err
 		}
-		r, err := f.reader(nil)
+		r, err := readerOf([]message{f.schemaM})
 		if err != nil {
 			return arrowErr("schema", "message 0", err)
 		}
 		f.schema = r.Schema()
 		r.Release()
-		return nil
+		if err := f.checkLengths(); err != nil {
+			return err
+		}
+		return f.checkFooter()
 	})
 	if err != nil {
 		m.Release()
@@ -185,6 +208,7 @@ func (f *File) scan() error {
 	if footerLen <= 0 || end < 8 {
 		return &dlpack.FieldError{Field: "footer.length", Value: footerLen, Err: ErrFormat, Why: fmt.Sprintf("does not fit in a file of %d bytes", n)}
 	}
+	f.footer = data[end : n-tail : n-tail]
 	pos := int64(8)
 	for i := 0; pos < end; i++ {
 		msg, next, eos, err := readMessage(data, pos, end)
@@ -203,10 +227,19 @@ func (f *File) scan() error {
 			return &dlpack.FieldError{Field: "message 0", Value: typ.String(), Err: ErrFormat, Why: "the first message must be the schema"}
 		case i == 0:
 			f.schemaM = msg
-		case typ == ipc.MessageDictionaryBatch:
-			f.dicts = append(f.dicts, msg)
-		case typ == ipc.MessageRecordBatch:
-			f.batches = append(f.batches, batchRef{msg: msg, dicts: len(f.dicts)})
+		case typ == ipc.MessageDictionaryBatch || typ == ipc.MessageRecordBatch:
+			bm, err := readBatchMeta(msg.meta)
+			if err == nil {
+				err = bm.checkBuffers(int64(len(msg.body)))
+			}
+			if err != nil {
+				return &dlpack.FieldError{Field: fmt.Sprintf("message %d", i), Value: pos, Err: ErrFormat, Why: err.Error()}
+			}
+			if typ == ipc.MessageDictionaryBatch {
+				f.dicts = append(f.dicts, msg)
+			} else {
+				f.batches = append(f.batches, batchRef{msg: msg, dicts: len(f.dicts)})
+			}
 		default:
 			return &dlpack.FieldError{Field: fmt.Sprintf("message %d", i), Value: typ.String(), Err: ErrFormat, Why: "not a dictionary or record batch"}
 		}
@@ -223,6 +256,7 @@ func (f *File) scan() error {
 // metadata length, the metadata, and the body whose length the metadata
 // gives. eos reports the end-of-stream marker.
 func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool, err error) {
+	msg.offset = pos
 	word := func() (uint32, error) {
 		if end-pos < 4 {
 			return 0, fmt.Errorf("ends %d bytes into a message header", end-pos)
@@ -249,6 +283,13 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	}
 	msg.meta = data[pos : pos+metaLen : pos+metaLen]
 	pos += metaLen
+	msg.metaSpan = pos - msg.offset
+	if err := verify(msg.meta, fbMessage); err != nil {
+		return message{}, 0, false, fmt.Errorf("invalid flatbuffers message: %w", err)
+	}
+	if err := checkVersion(msg.meta); err != nil {
+		return message{}, 0, false, err
+	}
 	if msg.compressed, err = checkMetadata(msg.meta); err != nil {
 		return message{}, 0, false, fmt.Errorf("malformed message metadata: %w", err)
 	}
@@ -261,6 +302,98 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	}
 	msg.body = data[pos : pos+bodyLen : pos+bodyLen]
 	return msg, pos + bodyLen, false, nil
+}
+
+// checkVersion refuses metadata versions Arrow's readers refuse: before
+// V4 (format 0.x, "Old metadata version not supported") and after V5.
+func checkVersion(meta []byte) error {
+	b := fbuf(meta)
+	root, _ := b.deref(0)
+	msg, ok := b.table(root)
+	if !ok {
+		return errors.New("message table out of bounds")
+	}
+	v := 0 // V1, the default
+	if p := msg.field(4); p != 0 {
+		u, _ := b.u16(p)
+		v = int(int16(u))
+	}
+	if v < 3 || v > 4 {
+		return fmt.Errorf("metadata version V%d: Arrow IPC files are V4 or V5", v+1)
+	}
+	return nil
+}
+
+// checkLengths checks, for each batch, that there are field nodes for
+// every column and that each column is as long as the batch, which
+// Arrow's readers require ("Array length did not match record batch
+// length"): arrow-go reads the column by its own length.
+func (f *File) checkLengths() error {
+	var dictTypes map[int64]arrow.DataType
+	if len(f.dicts) > 0 {
+		var err error
+		if dictTypes, err = dictionaryTypes(f.schemaM.meta, f.schema); err != nil {
+			return &dlpack.FieldError{Field: "schema", Value: "dictionaries", Err: ErrFormat, Why: err.Error()}
+		}
+	}
+	check := func(what string, meta []byte, types []arrow.DataType) error {
+		bm, err := readBatchMeta(meta)
+		if err != nil {
+			return &dlpack.FieldError{Field: what, Value: "metadata", Err: ErrFormat, Why: err.Error()}
+		}
+		i := 0
+		for c, t := range types {
+			if i >= len(bm.nodes) {
+				return &dlpack.FieldError{Field: what + ".nodes", Value: len(bm.nodes), Err: ErrFormat,
+					Why: fmt.Sprintf("no field node for column %d", c)}
+			}
+			if bm.nodes[i].offset != bm.rows {
+				return &dlpack.FieldError{Field: fmt.Sprintf("%s column %d length", what, c), Value: bm.nodes[i].offset, Err: ErrFormat,
+					Why: fmt.Sprintf("the batch has %d rows", bm.rows)}
+			}
+			i += nodesOf(t, 0)
+		}
+		return nil
+	}
+	types := make([]arrow.DataType, f.schema.NumFields())
+	for i, fl := range f.schema.Fields() {
+		types[i] = fl.Type
+	}
+	for i := range f.batches {
+		if err := check(fmt.Sprintf("record batch %d", i), f.batches[i].msg.meta, types); err != nil {
+			return err
+		}
+	}
+	for i, d := range f.dicts {
+		bm, _ := readBatchMeta(d.meta)
+		t, ok := dictTypes[bm.dictID]
+		if !ok {
+			return &dlpack.FieldError{Field: fmt.Sprintf("dictionary batch %d id", i), Value: bm.dictID, Err: ErrFormat, Why: "no field has that dictionary"}
+		}
+		if err := check(fmt.Sprintf("dictionary batch %d", i), d.meta, []arrow.DataType{t}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodesOf is how many field nodes a column of type t takes in a record
+// batch: one per field of its type tree (a dictionary column's values
+// are in its dictionary batch).
+func nodesOf(t arrow.DataType, depth int) int {
+	if depth > maxFieldDepth {
+		return 1
+	}
+	if ext, ok := t.(arrow.ExtensionType); ok {
+		t = ext.StorageType()
+	}
+	n := 1
+	if nt, ok := t.(arrow.NestedType); ok {
+		for _, c := range nt.Fields() {
+			n += nodesOf(c.Type, depth+1)
+		}
+	}
+	return n
 }
 
 // parsed wraps msg's slices as an ipc.Message (no copy).
@@ -329,14 +462,62 @@ func (ms *messages) Message() (*ipc.Message, error) {
 func (ms *messages) Retain()  {}
 func (ms *messages) Release() {}
 
-// reader returns a stream reader over the schema, then the dictionary
-// batches that precede b, then b (none when b is nil).
-func (f *File) reader(b *batchRef) (*ipc.Reader, error) {
-	list := []message{f.schemaM}
-	if b != nil {
-		list = append(append(list, f.dicts[:b.dicts]...), b.msg)
-	}
+// readerOf returns a stream reader over list: a schema message, then
+// dictionary and record batches.
+func readerOf(list []message) (*ipc.Reader, error) {
 	return ipc.NewReaderFromMessageReader(&messages{list: list}, ipc.WithEnsureNativeEndian(false))
+}
+
+// stream returns the messages to read batch b from: the schema, the
+// dictionary batches before it, and it, compressed ones uncompressed
+// (decompressBatch), and whether any was.
+func (f *File) stream(b *batchRef) (list []message, decompressed bool, err error) {
+	f.dictsOnce.Do(func() {
+		if !anyCompressed(f.dicts) {
+			f.plainDicts = f.dicts
+			return
+		}
+		types, err := dictionaryTypes(f.schemaM.meta, f.schema)
+		if err != nil {
+			f.dictsErr = err
+			return
+		}
+		f.plainDicts = make([]message, len(f.dicts))
+		for i, d := range f.dicts {
+			if !d.compressed {
+				f.plainDicts[i] = d
+				continue
+			}
+			bm, _ := readBatchMeta(d.meta)
+			t, ok := types[bm.dictID]
+			if !ok {
+				f.dictsErr = fmt.Errorf("dictionary batch %d: id %d is no field's", i, bm.dictID)
+				return
+			}
+			if f.plainDicts[i], err = decompressBatch(d, []arrow.DataType{t}); err != nil {
+				f.dictsErr = fmt.Errorf("dictionary batch %d: %w", i, err)
+				return
+			}
+		}
+	})
+	if f.dictsErr != nil {
+		return nil, false, f.dictsErr
+	}
+	b.once.Do(func() {
+		b.plain = b.msg
+		if b.msg.compressed {
+			types := make([]arrow.DataType, f.schema.NumFields())
+			for i, fl := range f.schema.Fields() {
+				types[i] = fl.Type
+			}
+			b.plain, b.err = decompressBatch(b.msg, types)
+		}
+	})
+	if b.err != nil {
+		return nil, false, b.err
+	}
+	list = append(append([]message{f.schemaM}, f.plainDicts[:b.dicts]...), b.plain)
+	return list, b.msg.compressed || anyCompressed(f.dicts[:b.dicts]), nil
 }
 
 // Schema is the file's schema.
@@ -346,12 +527,15 @@ func (f *File) Schema() *arrow.Schema { return f.schema }
 func (f *File) NumRecordBatches() int { return len(f.batches) }
 
 // Column describes column col of record batch batch as a tensor pointing
-// into the mapping (see FromField for the types it takes). The Tensor and
-// each of its exports keep the mapping alive; Release the Tensor when done.
-// It fails with dlpack.ErrClosed after Close, ErrBuffer for a compressed
-// column, ErrType for a dictionary-encoded one, ErrFormat for a record
-// batch arrow-go cannot read, ErrTruncated when the file was cut short
-// under the mapping, and as FromArray otherwise.
+// into the mapping (see FromField for the types it takes), or, for a
+// compressed batch, into a decompressed copy (Tensor.Copied). The Tensor
+// and each of its exports keep the mapping alive; Release the Tensor when
+// done. It fails with dlpack.ErrClosed after Close, ErrType for a
+// dictionary-encoded column, ErrFormat for a record batch arrow-go cannot
+// read or a compressed buffer that is not what it declares, ErrBuffer for
+// a compressed batch with a column type whose buffers are not bounded,
+// ErrTruncated when the file was cut short under the mapping, and as
+// FromArray otherwise.
 func (f *File) Column(batch, col int) (*Tensor, error) {
 	if f.closed.Load() {
 		return nil, &dlpack.FieldError{Field: "dlarrow.File", Value: "closed", Err: dlpack.ErrClosed}
@@ -360,13 +544,19 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		return nil, &dlpack.FieldError{Field: "record batch", Value: batch, Err: dlpack.ErrShape, Why: fmt.Sprintf("the file has %d", len(f.batches))}
 	}
 	ref := &f.batches[batch]
-	if ref.msg.compressed || anyCompressed(f.dicts[:ref.dicts]) {
-		return nil, &dlpack.FieldError{Field: "record batch", Value: batch, Err: ErrBuffer,
-			Why: "compressed: its columns would be decompressed into new memory; write the file uncompressed to share it"}
-	}
 	var t *Tensor
+	decompressed := false
 	err := f.m.guard(fmt.Sprintf("record batch %d", batch), func() error {
-		r, err := f.reader(ref)
+		list, dec, err := f.stream(ref)
+		if err != nil {
+			var fe *dlpack.FieldError
+			if errors.As(err, &fe) {
+				return fmt.Errorf("dlarrow: record batch %d: %w", batch, err)
+			}
+			return &dlpack.FieldError{Field: "record batch", Value: batch, Err: ErrFormat, Why: "compressed: " + err.Error()}
+		}
+		decompressed = dec
+		r, err := readerOf(list)
 		if err != nil {
 			return arrowErr("schema", "message 0", err)
 		}
@@ -389,11 +579,11 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 		if err != nil {
 			return fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 		}
-		if len(t.buf) > 0 && !f.m.contains(t.buf) {
+		if len(t.buf) > 0 && !decompressed && !f.m.contains(t.buf) {
 			t.Release()
 			t = nil
-			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "compressed", Err: ErrBuffer,
-				Why: "its buffer was decompressed into new memory; write the file uncompressed to share it"}
+			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "copied", Err: ErrBuffer,
+				Why: "arrow-go copied its buffer out of the mapping"}
 		}
 		return nil
 	})
@@ -402,6 +592,11 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 			t.Release()
 		}
 		return nil, err
+	}
+	if decompressed {
+		// the body is Go memory, kept by the arrays that slice it
+		t.copied = true
+		return t, nil
 	}
 	f.m.Retain()
 	t.refs.keep = f.m

@@ -3,7 +3,9 @@
 package dlarrow
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,7 +27,8 @@ func pyarrowFile(t *testing.T, name string) *File {
 }
 
 // checkX checks that column "x" (column 0) of every batch shares the
-// mapping and holds 0, 1, 2, ... across the batches, as gen.py wrote it.
+// mapping (or, decompressed, lies outside it) and holds 0, 1, 2, ...
+// across the batches, as gen.py wrote it.
 func checkX(t *testing.T, f *File, rows int) {
 	t.Helper()
 	next := 0.0
@@ -40,8 +43,8 @@ func checkX(t *testing.T, f *File, rows int) {
 		}
 		n := int(d.Shape[0])
 		if n > 0 {
-			if !f.m.contains(unsafe.Slice((*byte)(d.Data), n*8)) {
-				t.Errorf("batch %d: column x is not in the mapping", b)
+			if f.m.contains(unsafe.Slice((*byte)(d.Data), n*8)) == tn.Copied() {
+				t.Errorf("batch %d: column x copied %v, in the mapping %v", b, tn.Copied(), !tn.Copied())
 			}
 			for i, v := range unsafe.Slice((*float64)(unsafe.Add(d.Data, d.ByteOffset)), n) {
 				if v != next {
@@ -128,13 +131,76 @@ func TestOpenFilePyarrowFiles(t *testing.T) {
 	}
 }
 
-// Compressed columns are decompressed by arrow-go into new memory, so
-// they are refused rather than silently copied.
+// Compressed files, as pyarrow writes them (pa.ipc.new_file with
+// IpcWriteOptions(compression=...), and feather.write_feather, lz4 by
+// default or zstd), read bit for bit as the same table written
+// uncompressed (plain.feather), every column of every batch: the same
+// tensors, or the same refusals; decompressed columns are copies
+// (Copied), outside the mapping, and hold no reference to it.
 func TestOpenFilePyarrowCompressed(t *testing.T) {
 	for _, name := range []string{"compressed_zstd.arrow", "compressed_lz4.arrow"} {
+		checkX(t, pyarrowFile(t, name), 64)
+	}
+	plain := pyarrowFile(t, "plain.feather")
+	for _, name := range []string{"feather_lz4.feather", "feather_zstd.feather"} {
 		f := pyarrowFile(t, name)
-		if _, err := f.Column(0, 0); !errors.Is(err, ErrBuffer) {
-			t.Errorf("%s: %v, want ErrBuffer", name, err)
+		if !f.batches[0].msg.compressed {
+			t.Fatalf("%s is not compressed", name)
+		}
+		if !f.Schema().Equal(plain.Schema()) || f.NumRecordBatches() != plain.NumRecordBatches() {
+			t.Fatalf("%s: %v in %d batches, want %v in %d", name, f.Schema(), f.NumRecordBatches(), plain.Schema(), plain.NumRecordBatches())
+		}
+		shared := 0
+		for b := 0; b < f.NumRecordBatches(); b++ {
+			for c, field := range f.Schema().Fields() {
+				want, werr := plain.Column(b, c)
+				got, gerr := f.Column(b, c)
+				switch {
+				case werr != nil && gerr != nil && werr.Error() == gerr.Error():
+				case werr != nil || gerr != nil:
+					t.Errorf("%s batch %d column %q: %v, uncompressed %v", name, b, field.Name, gerr, werr)
+				default:
+					if !got.Copied() || want.Copied() || f.m.contains(got.buf) {
+						t.Errorf("%s batch %d column %q: copied %v (uncompressed %v)", name, b, field.Name, got.Copied(), want.Copied())
+					}
+					if g, w := elementBytes(t, got), elementBytes(t, want); got.DataType() != want.DataType() ||
+						fmt.Sprint(got.Shape()) != fmt.Sprint(want.Shape()) || !bytes.Equal(g, w) || len(w) == 0 {
+						t.Errorf("%s batch %d column %q: %v%v, %d bytes; uncompressed %v%v, %d bytes, equal %v", name, b, field.Name,
+							got.DataType(), got.Shape(), len(g), want.DataType(), want.Shape(), len(w), bytes.Equal(g, w))
+					}
+					shared++
+				}
+				for _, tn := range []*Tensor{got, want} {
+					if tn != nil {
+						tn.Release()
+					}
+				}
+			}
+		}
+		if shared != 12 { // x, i, u, h, z and f, in two batches
+			t.Errorf("%s: %d columns read, want 12", name, shared)
+		}
+		if f.m.refs.Load() != 1 {
+			t.Errorf("%s: %d references left besides the File's", name, f.m.refs.Load()-1)
 		}
 	}
+	// a string_view column's data buffers are not bounded by the schema:
+	// the compressed batch is refused, naming the type
+	f := pyarrowFile(t, "feather_view.feather")
+	if _, err := f.Column(0, 0); !errors.Is(err, ErrBuffer) || !strings.Contains(err.Error(), "string_view") {
+		t.Errorf("feather_view.feather: %v, want ErrBuffer naming string_view", err)
+	}
+}
+
+// elementBytes returns the bytes of a compact tensor's elements.
+func elementBytes(t *testing.T, tn *Tensor) []byte {
+	t.Helper()
+	if tn.strides != nil {
+		t.Fatalf("strided tensor %v", tn.strides)
+	}
+	n := int64(tn.st.dt.ItemSize())
+	for _, d := range tn.shape {
+		n *= d
+	}
+	return tn.buf[tn.offset : int64(tn.offset)+n]
 }

@@ -44,12 +44,9 @@ func ToArray(f dlpack.Foreign) (arrow.Array, error) {
 	if err := checkShape(f); err != nil {
 		return nil, err
 	}
-	dt, err := arrowType(f.DataType())
+	dt, err := sharedType(f.DataType())
 	if err != nil {
 		return nil, err
-	}
-	if f.DataType() == dlpack.Bool {
-		return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: f.DataType(), Err: ErrBitPacked, Why: "Arrow booleans are bits; CopyToArray packs them"}
 	}
 	if !f.IsContiguous() {
 		return nil, &dlpack.FieldError{Field: "dl_tensor.strides", Value: f.Strides(), Err: dlpack.ErrLayout, Why: "Arrow arrays are compact; CopyToArray copies strided tensors"}

@@ -4,6 +4,8 @@ package dlarrow_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -96,17 +98,18 @@ func TestToArrayRefusals(t *testing.T) {
 		name     string
 		f        dlpack.Foreign
 		sentinel error
+		msg      string // in the error
 	}{
-		{"strided", imported(t, []float32{1, 2, 3, 4}, []int64{2}, dlpack.WithStrides(2)), dlpack.ErrLayout},
-		{"bool", imported(t, []bool{true}, []int64{1}), dlarrow.ErrBitPacked},
-		{"complex", imported(t, []complex64{1}, []int64{1}), dlarrow.ErrType},
-		{"0-d", imported(t, []float32{1}, []int64{}), dlpack.ErrShape},
-		{"zero width", imported(t, []float32{}, []int64{2, 0}), dlpack.ErrShape},
+		{"strided", imported(t, []float32{1, 2, 3, 4}, []int64{2}, dlpack.WithStrides(2)), dlpack.ErrLayout, ""},
+		{"bool", imported(t, []bool{true}, []int64{1}), dlarrow.ErrBitPacked, "CopyToArray packs"},
+		{"complex", imported(t, []complex64{1}, []int64{1}), dlarrow.ErrType, "float16, float32 and float64 (CopyToArray also packs bool)"},
+		{"0-d", imported(t, []float32{1}, []int64{}), dlpack.ErrShape, ""},
+		{"zero width", imported(t, []float32{}, []int64{2, 0}), dlpack.ErrShape, ""},
 	}
 	for _, c := range cases {
 		arr, err := dlarrow.ToArray(c.f)
-		if !errors.Is(err, c.sentinel) || arr != nil {
-			t.Errorf("%s: ToArray = %v, %v; want %v", c.name, arr, err, c.sentinel)
+		if !errors.Is(err, c.sentinel) || arr != nil || !strings.Contains(fmt.Sprint(err), c.msg) {
+			t.Errorf("%s: ToArray = %v, %v; want %v saying %q", c.name, arr, err, c.sentinel, c.msg)
 		}
 		if c.f.Closed() {
 			t.Errorf("%s: the refused Foreign was closed", c.name)

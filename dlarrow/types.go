@@ -24,11 +24,15 @@ var (
 	ErrType = errors.New("dlarrow: type has no tensor form")
 	// ErrBuffer: an array's values buffer is shorter than its offset and
 	// length say, or a tensor's memory is not where it must be (an IPC
-	// column that was decompressed instead of mapped).
+	// column that arrow-go copied out of the mapping), or a compressed IPC
+	// batch holds a column type whose buffers are not bounded (string
+	// and binary views) and is not decompressed.
 	ErrBuffer = errors.New("dlarrow: buffer does not hold the data")
 	// ErrFormat: a file that is not a readable Arrow IPC file: no magic,
 	// a footer or message that does not fit, malformed message metadata,
-	// a record batch arrow-go cannot read.
+	// a buffer outside its body, a footer that disagrees with the
+	// messages, a compressed buffer that is not what it declares, a record
+	// batch arrow-go cannot read.
 	ErrFormat = errors.New("dlarrow: malformed Arrow IPC file")
 	// ErrTruncated: the file was cut short (by another process) while
 	// mapped, and reading a lost page faulted; see the package
@@ -129,6 +133,21 @@ func arrowType(dt dlpack.DataType) (arrow.DataType, error) {
 	}
 	return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: dt, Err: ErrType,
 		Why: "Arrow arrays hold int8..int64, uint8..uint64, float16, float32, float64 and bool"}
+}
+
+// sharedType is the Arrow type of a DLPack data type whose memory an
+// Arrow array can share (ToArray): arrowType's, less bool, which Arrow
+// packs into bits (ErrBitPacked).
+func sharedType(dt dlpack.DataType) (arrow.DataType, error) {
+	if dt == dlpack.Bool {
+		return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: dt, Err: ErrBitPacked, Why: "Arrow booleans are bits; CopyToArray packs them"}
+	}
+	t, err := arrowType(dt)
+	if err != nil {
+		return nil, &dlpack.FieldError{Field: "dl_tensor.dtype", Value: dt, Err: ErrType,
+			Why: "an Arrow array shares int8..int64, uint8..uint64, float16, float32 and float64 (CopyToArray also packs bool)"}
+	}
+	return t, nil
 }
 
 func typeErr(sentinel error, t arrow.DataType, why string) error {

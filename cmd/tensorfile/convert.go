@@ -39,7 +39,8 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	from := fs.String("from", "", "input `FORMAT` (npy, npz, safetensors, arrow), whatever IN's extension")
 	to := fs.String("to", "", "output `FORMAT` (npy, npz, safetensors, arrow), whatever OUT's extension")
 	compress := fs.Bool("compress", false, "deflate the members of a .npz output, as np.savez_compressed")
-	quiet := fs.Bool("quiet", false, "no progress bar, no notes")
+	skip := fs.Bool("skip-unsupported", false, "leave out the tensors IN holds that cannot be converted (Arrow columns with no tensor form), each named on standard error, instead of failing")
+	quiet := fs.Bool("quiet", false, "no progress bar, no notes (a tensor left out is always named)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: tensorfile convert [flags] IN OUT\n\n"+
 			"Write the tensors of IN to OUT, formats by extension (.npy, .npz, .safetensors, .arrow/.feather/.ipc).\n"+
@@ -87,7 +88,7 @@ func convert(args []string, stdout, stderr io.Writer) error {
 	if *quiet {
 		notes = io.Discard
 	}
-	todo, err := choose(in, pick, outFmt, notes)
+	todo, err := choose(in, pick, outFmt, *skip, stderr)
 	if err != nil {
 		return err
 	}
@@ -135,18 +136,34 @@ func outputPath(path string) (string, error) {
 }
 
 // choose returns the tensors to write, in file order (or the order of
-// pick), named for the output.
-func choose(in *input, pick names, out format, stderr io.Writer) ([]*entry, error) {
+// pick), named for the output. Without pick, entries that cannot be
+// converted (Arrow columns with no tensor form, ...) fail the conversion,
+// naming each, unless skip is set: then each is named on stderr (a note
+// --quiet does not silence) and left out. Nothing to write is always an
+// error: convert never writes an empty file.
+func choose(in *input, pick names, out format, skip bool, stderr io.Writer) ([]*entry, error) {
 	var todo []*entry
 	if len(pick) == 0 {
-		// columns with no tensor form (Arrow strings, ...) are left out,
-		// as inspect lists them; picked by name they are an error
+		var bad []string
 		for _, e := range in.entries {
 			if e.err != nil {
-				fmt.Fprintf(stderr, "tensorfile: note: skipped %q: %v\n", e.name, e.err)
+				bad = append(bad, fmt.Sprintf("%q: %v", e.name, e.err))
 				continue
 			}
 			todo = append(todo, e)
+		}
+		switch {
+		case len(in.entries) == 0:
+			return nil, fmt.Errorf("%s: no tensor to write: the file holds none", in.path)
+		case len(todo) == 0:
+			return nil, fmt.Errorf("%s: no tensor to write: none of its %d %s can be converted:\n  %s", in.path,
+				len(in.entries), plural(len(in.entries), "tensor", "tensors"), strings.Join(bad, "\n  "))
+		case len(bad) > 0 && !skip:
+			return nil, fmt.Errorf("%s: %d of its %d tensors cannot be converted (--skip-unsupported writes the others):\n  %s",
+				in.path, len(bad), len(in.entries), strings.Join(bad, "\n  "))
+		}
+		for _, b := range bad {
+			fmt.Fprintf(stderr, "tensorfile: note: skipped %s\n", b)
 		}
 	} else {
 		for _, name := range pick {

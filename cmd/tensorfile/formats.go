@@ -201,7 +201,8 @@ func openArrow(in *input) (*input, error) {
 				continue
 			}
 			tensors = append(tensors, t)
-			e := &entry{name: name, dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(), mapped: true, src: t}
+			// a column of a compressed batch is decompressed: a copy
+			e := &entry{name: name, dtype: t.DataType(), shape: t.Shape(), strides: t.Strides(), mapped: !t.Copied(), src: t}
 			if e.strides == nil {
 				e.strides = rowMajor(e.shape)
 			}

@@ -12,7 +12,8 @@
 // inspect prints, for each file, every tensor's name, data type, shape,
 // size in bytes, memory layout (C or Fortran order, or strided) and whether
 // it is mapped (a zero-copy view of the file) or copied (a deflated or
-// misaligned .npz member, a misaligned safetensors tensor), then the file's metadata (safetensors __metadata__, the Arrow
+// misaligned .npz member, a misaligned safetensors tensor, a column of a
+// compressed Arrow file, which dlarrow decompresses), then the file's metadata (safetensors __metadata__, the Arrow
 // schema's metadata). With --json it prints one JSON document instead:
 //
 //	{"files": [{
@@ -46,9 +47,14 @@
 //
 //	--tensor NAME  convert only this tensor (repeat for several); a .npy
 //	               output holds one tensor, so a file of several needs it
+//	--skip-unsupported
+//	               leave out the tensors that do not convert (Arrow
+//	               columns with no tensor form), naming each on standard
+//	               error, instead of failing
 //	--compress     deflate the members of a .npz output (np.savez_compressed)
 //	--from, --to   the input and output format, whatever the extensions
-//	--quiet        no progress bar, no notes
+//	--quiet        no progress bar, no notes (but each tensor
+//	               --skip-unsupported left out is named)
 //
 // Names: the tensor of a .npy file has no name; written to a format with
 // names it is "arr_0", as np.savez names a positional array. An Arrow file
@@ -58,16 +64,20 @@
 // shapes), and otherwise every column as a tensor of shape (rows, ...).
 // Other columns of numbers are 1-d tensors; in files of several record
 // batches, column c of batch b is named "c[b]". Columns with no tensor
-// form (strings, nulls, ...) are listed by inspect as skipped and left out
-// by convert, with a note on standard error (named with --tensor, they are
-// an error). Metadata goes from
+// form (strings, nulls, ...) are listed by inspect as skipped; convert
+// fails naming them (exit 1, no file written) unless --skip-unsupported,
+// which leaves them out with a note on standard error that --quiet does
+// not silence. convert never writes an empty file: an input with no
+// tensor, or none that converts, exits 1 whatever the flags. Compressed
+// Arrow files (lz4, zstd) are decompressed by dlarrow. Metadata goes from
 // safetensors to safetensors and Arrow and back; .npy and .npz have none.
 // Arrow holds int8..int64, uint8..uint64 and float16..float64: other types
 // are refused with dlarrow's error.
 //
 // Errors are the libraries' own messages, naming the field and value
 // (docs/rejects-files.md lists them). The exit status is 0 on success, 1
-// when a file could not be read or written, and 2 for a usage error.
+// when a file could not be read or written or convert has nothing to
+// write or would leave tensors out, and 2 for a usage error.
 package main
 
 import (

@@ -126,7 +126,8 @@ func TestOutNotARegularFile(t *testing.T) {
 
 // A file with no tensor converted to .npy (which holds exactly one) is a
 // data error naming the file, not a usage error asking to pick one of
-// none.
+// none; converted to any format, it writes no file and exits 1 (an empty
+// output would look like a successful conversion).
 func TestConvertNoTensorToNPY(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty.safetensors")
@@ -141,5 +142,15 @@ func TestConvertNoTensorToNPY(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("wrote %s", out)
+	}
+	for _, ext := range []string{".npz", ".safetensors", ".arrow"} {
+		out := filepath.Join(dir, "out"+ext)
+		r := tf(t, "convert", "--quiet", "--skip-unsupported", empty, out)
+		if r.code != 1 || !strings.Contains(r.stderr, empty+": no tensor to write: the file holds none") {
+			t.Errorf("to %s: exit %d, stderr %q", ext, r.code, r.stderr)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("wrote %s", out)
+		}
 	}
 }

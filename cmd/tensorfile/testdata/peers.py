@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.feather
 import safetensors
 import safetensors.numpy
 
@@ -119,6 +120,11 @@ def write(d):
     })
     write_arrow(os.path.join(d, "pa_table.arrow"), table)
     files.append("pa_table.arrow")
+    # the same table as feather.write_feather writes it: compressed, lz4
+    # by default, or zstd
+    pa.feather.write_feather(table, os.path.join(d, "pa_feather_lz4.arrow"))
+    pa.feather.write_feather(table, os.path.join(d, "pa_feather_zstd.arrow"), compression="zstd")
+    files += ["pa_feather_lz4.arrow", "pa_feather_zstd.arrow"]
     # two record batches
     table = pa.table({"x": pa.array(sample(np.int32, (6,), 900)),
                       "v": fst_column(sample(np.float64, (6, 2), 901))})
