@@ -147,7 +147,10 @@ func open(path string, f format) (*input, error) {
 		case formatNPY:
 			tf, err = tensorfile.OpenNPY(path)
 		case formatNPZ:
-			tf, err = tensorfile.OpenNPZ(path)
+			// every member's CRC-32, mapped ones too, as np.load checks
+			// it: a member whose bytes fail it is refused, never
+			// listed or converted
+			tf, err = tensorfile.OpenNPZ(path, tensorfile.CheckCRC())
 		default:
 			tf, err = tensorfile.OpenSafetensors(path)
 		}
