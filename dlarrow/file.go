@@ -31,7 +31,9 @@ import (
 // it, and every export of those, has been released: each holds a reference
 // to it. Only uncompressed files share: Column decompresses a compressed
 // batch into new memory (see the package documentation: each buffer is
-// bounded by the schema and checked), and its tensors are Copied. A
+// bounded by the schema and checked), once per batch, and its tensors are
+// Copied; the copy is kept with the File for the batch's other columns
+// and goes with the File and the last of those tensors. A
 // dictionary-encoded column is refused, as FromField does, with ErrType;
 // the other columns of a file with dictionaries are shared as usual.
 //

@@ -3,7 +3,6 @@
 package dlarrow
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -245,5 +244,3 @@ print(json.dumps(out))
 	}
 	return out
 }
-
-var _ = hex.EncodeToString

@@ -121,6 +121,19 @@ func TestOpenFileFooterDisagrees(t *testing.T) {
 			t.Errorf("%s: %v, want ErrFormat naming %s and saying %q", c.name, err, c.field, c.says)
 		}
 	}
+	// a dictionary batch's Block, in a pyarrow-written file
+	dict, err := os.ReadFile(filepath.Join("testdata", "ipc", "dictionary.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := blockAt(t, dict, 8) + 16
+	binary.LittleEndian.PutUint64(dict[p:], binary.LittleEndian.Uint64(dict[p:])+8)
+	if f, err := openBytes(t, dict); err == nil || !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "footer.dictionaries[0].bodyLength") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("dictionary block: %v, want ErrFormat naming footer.dictionaries[0].bodyLength", err)
+	}
 	// the intact files open
 	for _, d := range [][]byte{u32, f32} {
 		f, err := openBytes(t, d)
