@@ -224,9 +224,19 @@ gomlx: pybridges-lib $(VENV)/.installed
 cli: $(VENV)/.installed
 	@echo "== cmd/tensorfile: inspect and convert against NumPy, safetensors and pyarrow"
 	@out="$$(TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v ./cmd/tensorfile 2>&1)" || { echo "$$out"; exit 1; }; \
-		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them' <<< "$$out"; \
+		grep -E '^(---|ok|FAIL|panic)|bit for bit|as they read them|^ +(arrow|npy|npz|safetensors):|flips' <<< "$$out"; \
 		! grep -q -- '--- SKIP' <<< "$$out" || { echo "a peer test skipped"; exit 1; }
 	TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -race ./cmd/tensorfile
+
+# The conformance corpus of cmd/tensorfile with its flipped-byte sweeps over
+# every bit of every byte of each format's sample file (make cli flips
+# 250 bytes of each).
+.PHONY: conformance-campaign
+conformance-campaign: $(VENV)/.installed
+	@echo "== conformance corpus, flipping every bit of each format's sample file"
+	CONFORMANCE_FLIPS=bits TENSORFILE_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v -timeout 30m -run '^TestConformance' ./cmd/tensorfile 2>&1 | \
+		grep -E '^(---|ok|FAIL|panic)|as they read them|^ +(arrow|npy|npz|safetensors):|flips'
+
 # Arrow Flight (package dlflight) against pyarrow.flight of the pinned venv:
 # a pyarrow client of the Go server and a pyarrow server of the Go client,
 # over TLS with bearer tokens, every element type bit for bit; plain,

@@ -329,7 +329,11 @@ func checkVersion(meta []byte) error {
 // checkLengths checks, for each batch, that there are field nodes for
 // every column and that each column is as long as the batch, which
 // Arrow's readers require ("Array length did not match record batch
-// length"): arrow-go reads the column by its own length.
+// length"): arrow-go reads the column by its own length. It also checks
+// that the batch lists as many buffers as its columns take (counted up to
+// the first column of a type buffersOf does not count), which Arrow's
+// C++ reader requires ("buffer_index out of range"): arrow-go reads
+// buffer descriptors past the end of the vector.
 func (f *File) checkLengths() error {
 	var dictTypes map[int64]arrow.DataType
 	if len(f.dicts) > 0 {
@@ -343,7 +347,7 @@ func (f *File) checkLengths() error {
 		if err != nil {
 			return &dlpack.FieldError{Field: what, Value: "metadata", Err: ErrFormat, Why: err.Error()}
 		}
-		i := 0
+		i, bufs := 0, 0
 		for c, t := range types {
 			if i >= len(bm.nodes) {
 				return &dlpack.FieldError{Field: what + ".nodes", Value: len(bm.nodes), Err: ErrFormat,
@@ -354,6 +358,14 @@ func (f *File) checkLengths() error {
 					Why: fmt.Sprintf("the batch has %d rows", bm.rows)}
 			}
 			i += nodesOf(t, 0)
+			if bufs >= 0 {
+				if n := buffersOf(t, 0); n < 0 {
+					bufs = -1
+				} else if bufs += n; bufs > len(bm.buffers) {
+					return &dlpack.FieldError{Field: what + ".buffers", Value: len(bm.buffers), Err: ErrFormat,
+						Why: fmt.Sprintf("columns 0 to %d take at least %d buffers", c, bufs)}
+				}
+			}
 		}
 		return nil
 	}
@@ -396,6 +408,43 @@ func nodesOf(t arrow.DataType, depth int) int {
 		}
 	}
 	return n
+}
+
+// buffersOf is how many buffers a column of type t takes in a record
+// batch, or -1 for the types it does not count (null, unions,
+// dictionaries, views, run-end encoded and any other layout): enough to
+// check the columns before the first such one.
+func buffersOf(t arrow.DataType, depth int) int {
+	if depth > maxFieldDepth {
+		return -1
+	}
+	if ext, ok := t.(arrow.ExtensionType); ok {
+		t = ext.StorageType()
+	}
+	children := func(n int, fields []arrow.Field) int {
+		for _, f := range fields {
+			c := buffersOf(f.Type, depth+1)
+			if c < 0 {
+				return -1
+			}
+			n += c
+		}
+		return n
+	}
+	switch t := t.(type) {
+	case *arrow.FixedSizeListType, *arrow.StructType:
+		return children(1, t.(arrow.NestedType).Fields()) // validity
+	case *arrow.ListType, *arrow.LargeListType, *arrow.MapType:
+		return children(2, t.(arrow.NestedType).Fields()) // validity, offsets
+	case *arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType:
+		return 3 // validity, offsets, data
+	case arrow.FixedWidthDataType:
+		if t.ID() == arrow.NULL || t.ID() == arrow.DICTIONARY {
+			return -1
+		}
+		return 2 // validity, data
+	}
+	return -1
 }
 
 // parsed wraps msg's slices as an ipc.Message (no copy).

@@ -237,3 +237,32 @@ func TestOpenFileBufferBounds(t *testing.T) {
 		}
 	}
 }
+
+// A record batch that lists fewer buffers than its columns take is
+// refused: arrow-go would read the missing buffer descriptors from the
+// bytes past the end of the vector, where Arrow's C++ reader (pyarrow)
+// raises "buffer_index out of range".
+func TestOpenFileTooFewBuffers(t *testing.T) {
+	data := ipcBytes(t, arrow.PrimitiveTypes.Uint32)
+	f, err := openBytes(t, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := f.batches[0].msg.meta
+	at := int(uintptr(unsafe.Pointer(unsafe.SliceData(meta))) - uintptr(unsafe.Pointer(unsafe.SliceData(f.m.data))))
+	bm, err := readBatchMeta(meta)
+	f.Close()
+	if err != nil || len(bm.buffers) != 2 {
+		t.Fatalf("the batch's buffers: %v, %v", bm.buffers, err)
+	}
+	// the vector's length is the u32 before its first element
+	short := append([]byte(nil), data...)
+	binary.LittleEndian.PutUint32(short[at+bm.bufAt-4:], 1)
+	f, err = openBytes(t, short)
+	if err == nil {
+		f.Close()
+	}
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "record batch 0.buffers") || !strings.Contains(err.Error(), "take at least 2 buffers") {
+		t.Errorf("a batch of 1 buffer for a uint32 column: %v, want ErrFormat naming record batch 0.buffers", err)
+	}
+}

@@ -356,6 +356,11 @@ read outside the file. .npy rows are checked with both ` + "`OpenNPY`" + ` and
 ` + "`ReadNPY`" + ` (except the big-endian row, which ` + "`ReadNPY`" + ` converts). Regenerate
 with ` + "`UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile`" + `
 
+Files written by the peers themselves (NumPy, safetensors, zipfile,
+pyarrow), valid and hostile, with what their reference readers and this
+package make of each, are the conformance corpus:
+[conformance.md](conformance.md).
+
 `)
 	fmt.Fprintf(&b, "%d files.\n\n| # | format | file | sentinel | message |\n|---|---|---|---|---|\n", len(badFiles))
 	for i, c := range badFiles {

@@ -79,6 +79,10 @@
 // Arrow holds int8..int64, uint8..uint64 and float16..float64: other types
 // are refused with dlarrow's error.
 //
+// convert checks an .npz input against the CRC-32 of every member, mapped
+// ones too (tensorfile.CheckCRC), as np.load checks it, and so does
+// inspect --verify: a member whose bytes fail it fails the command.
+//
 // Errors are the libraries' own messages, naming the field and value
 // (docs/rejects-files.md lists them). The exit status is 0 on success, 1
 // when a file could not be read or written or convert has nothing to

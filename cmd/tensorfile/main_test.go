@@ -454,3 +454,41 @@ func TestSniffPickAndNotes(t *testing.T) {
 		t.Errorf("b.out: %+v", f)
 	}
 }
+
+// A stored .npz member whose bytes fail their CRC-32 is refused by inspect
+// --verify and convert, as np.load refuses it, although the member is mapped (and
+// tensorfile.OpenNPZ checks mapped members only with CheckCRC): a
+// conversion never carries bytes NumPy would not read.
+func TestNPZMappedMemberCRC(t *testing.T) {
+	dir := t.TempDir()
+	var buf bytes.Buffer
+	// uint8: aligned at any offset, so the stored member is mapped
+	if err := tensorfile.WriteNPZ(&buf, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6, 7, 8}, 8)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	i := bytes.Index(b, []byte("\x93NUMPY"))
+	hlen := int(b[i+8]) | int(b[i+9])<<8
+	b[i+10+hlen+3] ^= 0x10
+	in, out := filepath.Join(dir, "bad.npz"), filepath.Join(dir, "out.safetensors")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := tensorfile.OpenNPZ(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := f.Tensors()[0].Mapped()
+	f.Close()
+	if !mapped {
+		t.Fatal("the uint8 member is not mapped: the test does not test the mapped path")
+	}
+	for _, args := range [][]string{{"inspect", "--verify", in}, {"convert", in, out}} {
+		if r := tf(t, args...); r.code != 1 || !strings.Contains(r.stderr, "tensorfile: checksum mismatch") {
+			t.Errorf("tensorfile %s: exit %d, stderr %q; want 1 and the checksum error", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("convert of a member failing its CRC-32 wrote %s", out)
+	}
+}

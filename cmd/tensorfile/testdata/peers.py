@@ -155,34 +155,36 @@ def read_arrow(path):
     return got, meta
 
 
+def read_one(path):
+    """path's tensors and metadata as its own library reads them."""
+    meta = {}
+    if path.endswith(".npy"):
+        got = {"": np.load(path)}
+    elif path.endswith(".npz"):
+        with np.load(path) as z:
+            got = {k: z[k] for k in z.files}
+    elif path.endswith(".safetensors"):
+        # deserialize gives every dtype's bytes; safe_open's numpy
+        # reader (which lacks the float8 types) must agree on the rest
+        with open(path, "rb") as f:
+            raw = dict(safetensors.deserialize(f.read()))
+        got = {name: np.frombuffer(bytes(t["data"]), ST_NAMES[t["dtype"]]).reshape(t["shape"])
+               for name, t in raw.items()}
+        with safetensors.safe_open(path, framework="numpy") as so:
+            meta = so.metadata() or {}
+            assert sorted(so.keys()) == sorted(got), path
+            for name in so.keys():
+                if raw[name]["dtype"] in safetensors.numpy._TYPES:
+                    assert le_bytes(so.get_tensor(name)) == le_bytes(got[name]), (path, name)
+    elif path.endswith(".arrow"):
+        got, meta = read_arrow(path)
+    else:
+        raise SystemExit(f"unknown format: {path}")
+    return {"tensors": {k: describe(v) for k, v in got.items()}, "metadata": meta}
+
+
 def read(paths):
-    out = {}
-    for path in paths:
-        meta = {}
-        if path.endswith(".npy"):
-            got = {"": np.load(path)}
-        elif path.endswith(".npz"):
-            with np.load(path) as z:
-                got = {k: z[k] for k in z.files}
-        elif path.endswith(".safetensors"):
-            # deserialize gives every dtype's bytes; safe_open's numpy
-            # reader (which lacks the float8 types) must agree on the rest
-            with open(path, "rb") as f:
-                raw = dict(safetensors.deserialize(f.read()))
-            got = {name: np.frombuffer(bytes(t["data"]), ST_NAMES[t["dtype"]]).reshape(t["shape"])
-                   for name, t in raw.items()}
-            with safetensors.safe_open(path, framework="numpy") as so:
-                meta = so.metadata() or {}
-                assert sorted(so.keys()) == sorted(got), path
-                for name in so.keys():
-                    if raw[name]["dtype"] in safetensors.numpy._TYPES:
-                        assert le_bytes(so.get_tensor(name)) == le_bytes(got[name]), (path, name)
-        elif path.endswith(".arrow"):
-            got, meta = read_arrow(path)
-        else:
-            raise SystemExit(f"unknown format: {path}")
-        out[path] = {"tensors": {k: describe(v) for k, v in got.items()}, "metadata": meta}
-    print(json.dumps(out))
+    print(json.dumps({path: read_one(path) for path in paths}))
 
 
 if __name__ == "__main__":
