@@ -27,7 +27,9 @@
 // float32, float64 (what Arrow and DLPack share; Arrow booleans are bits).
 // Received columns must be row-major: a fixed_shape_tensor whose
 // permutation is not the identity is refused (ErrInvalid), as a column
-// with nulls is.
+// with nulls is, and so is extension metadata whose permutation or
+// dim_names has not one entry per dimension, or dim_names that are not
+// strings (Arrow's canonical extension spec).
 //
 // ListFlights and GetFlightInfo describe each tensor before it is fetched:
 // the FlightDescriptor's path is the name, the ticket is the name, the
