@@ -78,7 +78,12 @@
 //
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in
 // the "authorization" metadata (codes.Unauthenticated without one);
-// Options.Allow is the per-name read/write policy (codes.PermissionDenied).
+// Options.Authenticate replaces that static map with a function of the
+// call's token and peer, its verified client certificate included
+// (AuthRequest), that returns the principal or an error: expiring or
+// signed tokens, and mutual TLS with the principal taken from the
+// certificate, plug in there. Options.Allow is the per-name read/write
+// policy of each principal (codes.PermissionDenied).
 // MaxMessageBytes, MaxTensors and MaxPutBytes bound messages, held tensors
 // and each DoPut (codes.ResourceExhausted). A client is bounded as well:
 // ClientOptions.MaxGetBytes (4 GiB by default) ends a Get that receives
@@ -91,7 +96,15 @@
 // unregistered, replaced or the server shuts down (or, if a DoGet is
 // still sending it then, once gRPC has written the last of it; bytes of
 // a call cut off mid-stream that gRPC drops without freeing them hold it
-// until a garbage collection finds them unreachable).
+// until a garbage collection finds them unreachable, which Shutdown and
+// the end of a stalled call run at once rather than wait for).
+//
+// A reader that stops reading without cancelling holds its tensor no
+// longer than Options.StallTimeout (DefaultStallTimeout, a minute): a
+// DoGet that makes no progress that long loses its connection, and the
+// tensor's bytes are reclaimed. A connection that does not finish its
+// TLS handshake and HTTP/2 preface within Options.HandshakeTimeout
+// (DefaultHandshakeTimeout, 10 s) is closed.
 //
 // # Transport
 //

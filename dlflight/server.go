@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -66,8 +67,18 @@ type Options struct {
 	// authenticates. When set, every call needs the gRPC metadata
 	// "authorization: Bearer <token>" (what pyarrow.flight sends with
 	// FlightCallOptions(headers=[(b"authorization", b"Bearer ...")]));
-	// a missing or unknown token gets codes.Unauthenticated.
+	// a missing or unknown token gets codes.Unauthenticated. It is the
+	// simple case of Authenticate, which replaces it when set.
 	Tokens map[string]string
+	// Authenticate, when set, decides who makes each call: from the
+	// call's bearer token and peer (its address and the client
+	// certificate TLS verified, for mutual TLS) it returns the principal
+	// that Allow sees, or an error: codes.Unauthenticated with the
+	// error's text, or the error's own gRPC status if it has one. It
+	// runs on every call, on the call's goroutine; expiring or signed
+	// tokens and certificate subjects plug in here. Tokens is then
+	// ignored.
+	Authenticate func(ctx context.Context, req AuthRequest) (principal string, err error)
 	// Allow, when set, decides per principal ("" without Tokens),
 	// operation and tensor name; a refusal gets codes.PermissionDenied
 	// (ListFlights leaves such names out).
@@ -88,6 +99,19 @@ type Options struct {
 	Allocator memory.Allocator
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
+	// StallTimeout bounds how long a DoGet may go without progress
+	// (gRPC taking a message of it or writing one out) while its reader
+	// does not read: the peer's connection is then closed (the peer
+	// sees codes.Unavailable, on every call it had on that connection)
+	// and the tensor's bytes gRPC held are reclaimed, so an unregistered
+	// tensor is released about StallTimeout after its reader stalled.
+	// DefaultStallTimeout when zero; negative: no bound.
+	StallTimeout time.Duration
+	// HandshakeTimeout bounds how long a new connection may take to
+	// complete its TLS handshake and HTTP/2 preface before the server
+	// closes it (gRPC's ConnectionTimeout, 120 s by default there).
+	// DefaultHandshakeTimeout when zero.
+	HandshakeTimeout time.Duration
 }
 
 // Server serves named tensors over Arrow Flight. Build it with NewServer,
@@ -105,6 +129,10 @@ type Server struct {
 	mu      sync.Mutex
 	tensors map[string]*entry
 	closed  bool
+	conns   conns
+	// kept counts the buffers of held tensors gRPC holds, over every
+	// DoGet.
+	kept atomic.Int64
 }
 
 // entry is a held tensor: its bytes and a reference count (the map's
@@ -157,7 +185,13 @@ func NewServer(opts Options) *Server {
 	if opts.Allocator == nil {
 		opts.Allocator = bodies
 	}
-	s := &Server{opts: opts, tensors: map[string]*entry{}}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	s := &Server{opts: opts, tensors: map[string]*entry{}, conns: conns{m: map[string]net.Conn{}}}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
@@ -169,6 +203,10 @@ func NewServer(opts Options) *Server {
 		grpc.ReadBufferSize(rbuf),
 		grpc.WriteBufferSize(wbuf),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		// Stop returns once every handler has, so that Shutdown knows
+		// what is left held.
+		grpc.WaitForHandlers(true),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
@@ -199,12 +237,8 @@ type authStream struct {
 
 func (a authStream) Context() context.Context { return a.ctx }
 
-// authenticate checks the bearer token when Tokens is set and puts the
-// principal in the context.
-func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	if s.opts.Tokens == nil {
-		return context.WithValue(ctx, principalKey{}, ""), nil
-	}
+// bearer is the call's bearer token, if it has one.
+func bearer(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var token string
 	for _, v := range md.Get("authorization") {
@@ -213,7 +247,24 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 			token = v[len("Bearer "):]
 		}
 	}
-	if token == "" {
+	return token, token != ""
+}
+
+// authenticate runs Authenticate, or checks the bearer token when Tokens
+// is set, and puts the principal in the context.
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	if s.opts.Authenticate != nil {
+		p, err := s.opts.Authenticate(ctx, authRequest(ctx))
+		if err != nil {
+			return nil, authError(err)
+		}
+		return context.WithValue(ctx, principalKey{}, p), nil
+	}
+	if s.opts.Tokens == nil {
+		return context.WithValue(ctx, principalKey{}, ""), nil
+	}
+	token, ok := bearer(ctx)
+	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "dlflight: no bearer token in the authorization metadata")
 	}
 	principal, found := "", false
@@ -347,7 +398,7 @@ func (s *Server) acquire(name string) (*entry, error) {
 // Serve answers Flight calls on lis until Shutdown; it returns nil after
 // Shutdown.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(trackingListener{lis, &s.conns})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -355,8 +406,10 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown stops the server: listeners close, calls in progress are
-// cancelled, and every held tensor is released (after the DoGets sending
-// it end). Register and DoPut fail afterwards.
+// cancelled, and every held tensor is released before it returns. The
+// bytes of calls cut off mid-stream that gRPC dropped without freeing
+// them are found by garbage collections Shutdown runs (for up to 10 s)
+// rather than left to the next one. Register and DoPut fail afterwards.
 func (s *Server) Shutdown() {
 	s.grpc.Stop()
 	s.mu.Lock()
@@ -367,6 +420,7 @@ func (s *Server) Shutdown() {
 	for _, e := range held {
 		e.drop()
 	}
+	reclaim(func() bool { return s.kept.Load() == 0 }, reclaimWait)
 }
 
 func (s *Server) info(name string, e *entry) *flight.FlightInfo {
@@ -471,7 +525,19 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	// call's status: the call need not wait for it (a handoff between
 	// goroutines saved), and a peer still sees the call end only after
 	// the server is done with the tensor's bytes.
-	err = send(stream.SendMsg, nil, e.wireFor(name), e.l, e.data, newSending(e), s.opts.MaxMessageBytes)
+	sd := newSending(e)
+	sd.all = &s.kept
+	sendMsg := stream.SendMsg
+	if s.opts.StallTimeout > 0 {
+		stop := s.watchStall(stream.Context(), sd)
+		defer stop()
+		sendMsg = func(m any) error {
+			err := stream.SendMsg(m)
+			sd.progress.Add(1)
+			return err
+		}
+	}
+	err = send(sendMsg, nil, e.wireFor(name), e.l, e.data, sd, s.opts.MaxMessageBytes)
 	return statusOf(err)
 }
 
