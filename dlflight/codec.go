@@ -322,6 +322,9 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) (err error) {
 			if f.body != nil {
 				f.body.Release()
 			}
+			if p, ok := f.alloc.(*placer); ok {
+				p.next = int(n)
+			}
 			f.body = memory.NewResizableBuffer(f.alloc)
 			f.body.Resize(int(n))
 			if _, err := io.ReadFull(r, f.body.Bytes()); err != nil {

@@ -38,6 +38,22 @@
 // {"name", "dtype", "shape", "bytes"} (Client.Info and Client.List read it,
 // or the schema when a server sends none).
 //
+// # Parallel endpoints and several servers
+//
+// A tensor larger than Options.EndpointBytes (64 MiB by default) is
+// described by several endpoints, each a RangeTicket for a range of rows
+// of its first dimension, with the endpoint's app_metadata
+// {"from", "to"}; the DoGet of a range streams those rows as a tensor of
+// their own, so a Flight client that fetches the endpoints in order and
+// concatenates them gets the tensor (DoGet of the name still streams it
+// whole). Client.Get asks for the FlightInfo first and fetches several
+// endpoints on up to ClientOptions.Streams streams at once, each straight
+// into its slice of one 64-byte aligned buffer: the codec's copy out of
+// gRPC's frames puts the values in their final place. Server.RegisterRemote
+// describes a tensor whose ranges other servers hold (RemoteRange: rows,
+// locations, ticket); Get dials each location with the client's options
+// and tries an endpoint's locations, its replicas, in order.
+//
 // # Copies
 //
 // Sending (Server DoGet, Client.Put), the record batch shares the tensor's

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -74,7 +75,8 @@ func TestAuthenticateHook(t *testing.T) {
 	wantCode(t, err, codes.Unauthenticated)
 	_, err = dial(t, addr, ClientOptions{Token: "mallory." + fresh}).Info(ctxT(t), "x")
 	wantCode(t, err, codes.PermissionDenied)
-	if strings.Join(seen, ",") != "alice,bob" {
+	slices.Sort(seen)
+	if strings.Join(slices.Compact(seen), ",") != "alice,bob" {
 		t.Fatalf("Allow saw principals %v", seen)
 	}
 }

@@ -107,6 +107,13 @@ type Options struct {
 	// tensor is released about StallTimeout after its reader stalled.
 	// DefaultStallTimeout when zero; negative: no bound.
 	StallTimeout time.Duration
+	// EndpointBytes: a tensor larger than this is described by
+	// GetFlightInfo as several endpoints of about this many bytes each,
+	// each a ticket for a range of rows of its first dimension
+	// (RangeTicket), so that a client fetches them on parallel streams
+	// (Client.Get does); DoGet of the name still streams the whole
+	// tensor. DefaultEndpointBytes when zero; negative: one endpoint.
+	EndpointBytes int64
 	// HandshakeTimeout bounds how long a new connection may take to
 	// complete its TLS handshake and HTTP/2 preface before the server
 	// closes it (gRPC's ConnectionTimeout, 120 s by default there).
@@ -147,6 +154,9 @@ type entry struct {
 	mapped bool
 	// wire: the schema and its IPC message, made at the first DoGet.
 	wire atomic.Pointer[wireSchema]
+	// remote, when set, are the ranges of a tensor held by other
+	// servers (RegisterRemote); the entry has no data.
+	remote []RemoteRange
 }
 
 // wireFor returns the entry's schema message for a column named name.
@@ -188,6 +198,9 @@ func NewServer(opts Options) *Server {
 	if opts.StallTimeout == 0 {
 		opts.StallTimeout = DefaultStallTimeout
 	}
+	if opts.EndpointBytes == 0 {
+		opts.EndpointBytes = DefaultEndpointBytes
+	}
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
@@ -197,7 +210,9 @@ func NewServer(opts Options) *Server {
 		grpc.ForceServerCodecV2(newCodec()),
 		experimental.BufferPool(frames),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
-		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		// send checks the tensor's messages against MaxMessageBytes
+		// itself; gRPC's bound leaves room for a FlightInfo too
+		grpc.MaxSendMsgSize(max(opts.MaxMessageBytes, maxInfoBytes)),
 		grpc.StaticStreamWindowSize(window),
 		grpc.StaticConnWindowSize(connWindow),
 		grpc.ReadBufferSize(rbuf),
@@ -429,7 +444,7 @@ func (s *Server) info(name string, e *entry) *flight.FlightInfo {
 	return &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(e.l.schema(name), memory.DefaultAllocator),
 		FlightDescriptor: desc,
-		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: []byte(name)}}},
+		Endpoint:         s.endpoints(name, e),
 		TotalRecords:     e.l.rows,
 		TotalBytes:       e.l.nbytes,
 		AppMetadata:      i.appMetadata(),
@@ -509,9 +524,14 @@ func (s *Server) GetSchema(ctx context.Context, d *flight.FlightDescriptor) (*fl
 	return &flight.SchemaResult{Schema: info.Schema}, nil
 }
 
-// DoGet streams the tensor named by the ticket.
+// DoGet streams the tensor named by the ticket, or the rows of a
+// RangeTicket.
 func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	name := string(t.GetTicket())
+	rt, ranged, err := parseTicket(t.GetTicket())
+	if err != nil {
+		return err
+	}
+	name := rt.Name
 	if err := s.allowed(stream.Context(), OpRead, name); err != nil {
 		return err
 	}
@@ -520,6 +540,24 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
+	if e.remote != nil {
+		return status.Errorf(codes.FailedPrecondition, "dlflight: %q is held by other servers: fetch the endpoints of its flight info", name)
+	}
+	l, data, ws := e.l, e.data, (*wireSchema)(nil)
+	if ranged {
+		if l, err = e.l.rowsOf(rt.From, rt.To); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if l.nbytes > 0 {
+			rb := e.l.rowBytes()
+			data = e.data[rt.From*rb : rt.To*rb]
+		} else {
+			data = nil
+		}
+		ws = l.wire(name)
+	} else {
+		ws = e.wireFor(name)
+	}
 	// Each message gRPC holds keeps its own hold on the tensor, dropped
 	// when gRPC's writer frees it, which it does before it writes the
 	// call's status: the call need not wait for it (a handoff between
@@ -537,7 +575,7 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 			return err
 		}
 	}
-	err = send(sendMsg, nil, e.wireFor(name), e.l, e.data, sd, s.opts.MaxMessageBytes)
+	err = send(sendMsg, nil, ws, l, data, sd, s.opts.MaxMessageBytes)
 	return statusOf(err)
 }
 
