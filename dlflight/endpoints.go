@@ -402,7 +402,7 @@ func (c *Client) fetchEndpoint(ctx context.Context, l layout, ep endpoint, dest 
 		if err == nil {
 			return nil
 		}
-		if loc != "" {
+		if len(locs) > 1 {
 			err = fmt.Errorf("%s: %w", loc, err)
 		}
 		errs = append(errs, err)

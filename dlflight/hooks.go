@@ -124,6 +124,13 @@ func (c *conns) close(addr net.Addr) {
 func (s *Server) watchStall(ctx context.Context, sd *sending) (stop func()) {
 	timeout := s.opts.StallTimeout
 	stopped := make(chan struct{})
+	// The goroutine must not keep ctx: through it gRPC's stream, its
+	// transport and the buffers gRPC dropped stay reachable, and a
+	// garbage collection could never reclaim them.
+	var addr net.Addr
+	if p, ok := peer.FromContext(ctx); ok {
+		addr = p.Addr
+	}
 	go func() {
 		tick := time.NewTicker(max(timeout/8, time.Millisecond))
 		defer tick.Stop()
@@ -154,10 +161,6 @@ func (s *Server) watchStall(ctx context.Context, sd *sending) (stop func()) {
 			}
 			if time.Since(at) < timeout {
 				continue
-			}
-			var addr net.Addr
-			if p, ok := peer.FromContext(ctx); ok {
-				addr = p.Addr
 			}
 			s.conns.close(addr)
 			reclaim(func() bool { return sd.pending() == 0 }, reclaimWait)

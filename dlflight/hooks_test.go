@@ -284,11 +284,19 @@ func TestHandshakeTimeout(t *testing.T) {
 // stalled DoGet is sending too, with no garbage collection by the
 // program.
 func TestShutdownReleases(t *testing.T) {
+	// with and without the stall watch, which must not keep what gRPC
+	// dropped reachable
+	for _, stall := range []time.Duration{-1, 0} {
+		shutdownReleases(t, stall)
+	}
+}
+
+func shutdownReleases(t *testing.T, stall time.Duration) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Options{StallTimeout: -1, MaxMessageBytes: 1 << 20})
+	s := NewServer(Options{StallTimeout: stall, MaxMessageBytes: 1 << 20})
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
 	src := newRaw(t, dlpack.Float32, 1024, 1024)
