@@ -222,6 +222,10 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 //     location fails the Get with an error naming it, its rows and its
 //     locations; nothing is kept.
 //
+// The client's token goes to every location a FlightInfo names, and TLS
+// verifies each against the same roots: ask for tensors only of servers
+// trusted to name the places the token may go.
+//
 // Release the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	if err := c.errIfClosed(fmt.Sprintf("get %q", name)); err != nil {

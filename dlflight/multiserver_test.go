@@ -177,3 +177,43 @@ func TestRegisterRemoteRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An endpoint whose stream is not the rows the FlightInfo promised (a
+// wrong element type, row shape or row count) fails the Get with
+// ErrInvalid naming the endpoint; nothing received stays allocated.
+func TestLyingEndpoints(t *testing.T) {
+	b, addrB := serve(t, Options{})
+	for name, p := range map[string]*rawTensor{
+		"int8":  newRaw(t, dlpack.Int8, 10, 4),
+		"wide":  newRaw(t, dlpack.Float32, 10, 5),
+		"short": newRaw(t, dlpack.Float32, 5, 4),
+		"long":  newRaw(t, dlpack.Float32, 11, 4),
+	} {
+		if err := b.Register(name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, addrA := serve(t, Options{})
+	loc := []string{"grpc+tcp://" + addrB}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c := dial(t, addrA, ClientOptions{Allocator: alloc})
+	for _, ticket := range []string{"int8", "wide", "short", "long"} {
+		if err := a.RegisterRemote("y", dlpack.Float32, []int64{10, 4}, []RemoteRange{{0, 10, loc, []byte(ticket)}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Get(ctxT(t), "y")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "endpoint 0 (rows 0 to 10") {
+			t.Fatalf("%s: %v, want ErrInvalid naming the endpoint", ticket, err)
+		}
+		t.Logf("%s: %v", ticket, err)
+		alloc.AssertSize(t, 0)
+	}
+	// a location that is not a Flight URI
+	if err := a.RegisterRemote("y", dlpack.Float32, []int64{10, 4}, []RemoteRange{{0, 10, []string{"http://" + addrB}, []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctxT(t), "y"); err == nil || !strings.Contains(err.Error(), `scheme "http"`) {
+		t.Fatalf("http location: %v", err)
+	}
+	alloc.AssertSize(t, 0)
+}
