@@ -50,8 +50,15 @@ type ClientOptions struct {
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
 	// Streams is how many endpoints of one tensor Get fetches at once,
-	// each on its own stream (DefaultStreams when zero).
+	// each on its own stream (DefaultStreams when zero), and how many
+	// ranges Put sends at once.
 	Streams int
+	// PutRangeBytes, when positive, makes Put send a tensor larger than
+	// this as ranges of rows of about this many bytes, on up to Streams
+	// DoPuts at once, which a dlflight Server assembles in one buffer and
+	// stores once every range has arrived. Zero: one stream, which any
+	// Flight server takes (the ranges are a dlflight protocol).
+	PutRangeBytes int64
 }
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
@@ -293,6 +300,9 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	defer e.drop()
+	if c.opts.PutRangeBytes > 0 && len(split(e.l, c.opts.PutRangeBytes)) > 1 {
+		return c.putParallel(ctx, name, e)
+	}
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
 	stream, err := c.fc.DoPut(ctx)

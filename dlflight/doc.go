@@ -52,7 +52,11 @@
 // gRPC's frames puts the values in their final place. Server.RegisterRemote
 // describes a tensor whose ranges other servers hold (RemoteRange: rows,
 // locations, ticket); Get dials each location with the client's options
-// and tries an endpoint's locations, its replicas, in order.
+// and tries an endpoint's locations, its replicas, in order. With
+// ClientOptions.PutRangeBytes, Put sends a large tensor as ranges of rows
+// on parallel DoPuts (a FlightDescriptor command of this package) that a
+// Server receives straight into one buffer and stores once every range
+// has arrived; an upload left incomplete is dropped after StallTimeout.
 //
 // # Copies
 //

@@ -137,6 +137,8 @@ type Server struct {
 	tensors map[string]*entry
 	closed  bool
 	conns   conns
+	// uploads are the parallel Puts under way (s.mu).
+	uploads map[string]*upload
 	// kept counts the buffers of held tensors gRPC holds, over every
 	// DoGet.
 	kept atomic.Int64
@@ -435,6 +437,7 @@ func (s *Server) Shutdown() {
 	for _, e := range held {
 		e.drop()
 	}
+	s.dropUploads()
 	reclaim(func() bool { return s.kept.Load() == 0 }, reclaimWait)
 }
 
@@ -579,44 +582,42 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	return statusOf(err)
 }
 
-// DoPut stores the tensor a client sends under the descriptor's name.
+// DoPut stores the tensor a client sends under the descriptor's name, or
+// a range of the rows of one (a parallel Client.Put, see putRange).
 func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
-	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, s.opts.Allocator, s.opts.MaxPutBytes)
-	var checked error
-	first := r.recv
-	r.recv = func(f *inFrame) error {
-		if err := first(f); err != nil {
-			return err
-		}
-		r.recv = first
-		name, err := nameOf(f.desc)
-		if err == nil {
-			err = s.allowed(stream.Context(), OpWrite, name)
-		}
-		if err == nil && s.opts.MaxTensors > 0 {
-			s.mu.Lock()
-			if _, held := s.tensors[name]; !held && len(s.tensors) >= s.opts.MaxTensors {
-				err = status.Errorf(codes.ResourceExhausted, "dlflight: the server holds its %d tensors", s.opts.MaxTensors)
-			}
-			s.mu.Unlock()
-		}
-		if err != nil {
-			if f.body != nil {
-				f.body.Release()
-				f.body = nil
-			}
-			checked = err
+	// The first message names the tensor; it is checked before anything
+	// more is read.
+	pre := &inFrame{alloc: s.opts.Allocator}
+	if err := stream.RecvMsg(pre); err != nil {
+		return statusOf(err)
+	}
+	refuse := func(err error) error {
+		if pre.body != nil {
+			pre.body.Release()
 		}
 		return err
 	}
-	t, err := receive(r, s.opts.Allocator)
-	if checked != nil {
-		return checked
+	if pr, ok, err := parsePutRange(pre.desc); ok {
+		if err != nil {
+			return refuse(err)
+		}
+		return s.putRange(stream, pre, pr)
 	}
+	name, err := nameOf(pre.desc)
+	if err == nil {
+		err = s.allowed(stream.Context(), OpWrite, name)
+	}
+	if err == nil {
+		err = s.roomFor(name)
+	}
+	if err != nil {
+		return refuse(err)
+	}
+	r := newFrameReader(replay(pre, stream.RecvMsg), s.opts.Allocator, s.opts.MaxPutBytes)
+	t, err := receive(r, s.opts.Allocator)
 	if err != nil {
 		return statusOf(err)
 	}
-	name, _ := nameOf(r.desc)
 	e := &entry{l: layout{}, release: t.Release}
 	if e.l, err = layoutOf(t.dtype, t.shape); err != nil {
 		t.Release()
@@ -628,6 +629,30 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return statusOf(err)
 	}
 	return stream.Send(&flight.PutResult{})
+}
+
+// replay receives pre first, then what recv receives.
+func replay(pre *inFrame, recv func(any) error) func(*inFrame) error {
+	return func(f *inFrame) error {
+		if pre != nil {
+			*f, pre = *pre, nil
+			return nil
+		}
+		return recv(f)
+	}
+}
+
+// roomFor refuses a new name beyond MaxTensors.
+func (s *Server) roomFor(name string) error {
+	if s.opts.MaxTensors <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, held := s.tensors[name]; !held && len(s.tensors) >= s.opts.MaxTensors {
+		return status.Errorf(codes.ResourceExhausted, "dlflight: the server holds its %d tensors", s.opts.MaxTensors)
+	}
+	return nil
 }
 
 // statusOf gives an error its gRPC status code.
