@@ -102,9 +102,6 @@ func (s *Server) putRange(stream flight.FlightService_DoPutServer, pre *inFrame,
 	if err := s.roomFor(p.Name); err != nil {
 		return refuse(err)
 	}
-	if s.opts.MaxPutBytes > 0 && p.l.nbytes > s.opts.MaxPutBytes {
-		return refuse(status.Errorf(codes.ResourceExhausted, "dlflight: a put of %d bytes exceeds MaxPutBytes %d", p.l.nbytes, s.opts.MaxPutBytes))
-	}
 	u, err := s.joinUpload(p)
 	if err != nil {
 		return refuse(err)
@@ -158,6 +155,15 @@ func (s *Server) joinUpload(p putRange) (*upload, error) {
 	}
 	u := s.uploads[key]
 	if u == nil {
+		// The buffer is allocated at the first range, before the rest
+		// arrive: what incomplete uploads hold together is bounded, so
+		// that a few small requests cannot claim the memory of large
+		// tensors.
+		if limit := s.uploadLimit(); s.uploadBytes+p.l.nbytes > limit {
+			return nil, status.Errorf(codes.ResourceExhausted, "dlflight: range put %q: %d bytes, and incomplete uploads hold %d of the %d allowed (MaxPutBytes, or DefaultMaxGetBytes)",
+				p.Name, p.l.nbytes, s.uploadBytes, limit)
+		}
+		s.uploadBytes += p.l.nbytes
 		buf := memory.NewResizableBuffer(s.opts.Allocator)
 		buf.Resize(int(p.l.nbytes) + Align) // the last range's slack (placer)
 		u = &upload{key: key, l: p.l, buf: buf}
@@ -201,6 +207,7 @@ func (s *Server) leaveUpload(u *upload, p putRange, err error) (done bool, _ err
 	u.rows += p.To - p.From
 	if u.rows == u.l.rows {
 		delete(s.uploads, u.key)
+		s.uploadBytes -= u.l.nbytes
 		return true, nil
 	}
 	if u.active == 0 {
@@ -220,6 +227,7 @@ func (s *Server) leaveUpload(u *upload, p putRange, err error) (done bool, _ err
 func (s *Server) dropUpload(u *upload) {
 	if s.uploads[u.key] == u {
 		delete(s.uploads, u.key)
+		s.uploadBytes -= u.l.nbytes
 	}
 	u.failed = true
 	if u.active == 0 && u.buf != nil {
@@ -238,6 +246,15 @@ func (s *Server) dropUploads() {
 		}
 		s.dropUpload(u)
 	}
+}
+
+// uploadLimit bounds the bytes of all incomplete uploads together:
+// MaxPutBytes, or DefaultMaxGetBytes when MaxPutBytes is zero.
+func (s *Server) uploadLimit() int64 {
+	if s.opts.MaxPutBytes > 0 {
+		return s.opts.MaxPutBytes
+	}
+	return DefaultMaxGetBytes
 }
 
 func slicesEqual(a, b []int64) bool {

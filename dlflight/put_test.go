@@ -120,6 +120,10 @@ func TestRangePutRefusals(t *testing.T) {
 	e.drop()
 	wantCode(t, err, codes.PermissionDenied)
 	wantCode(t, rangePut(t, c, "f", newRaw(t, dlpack.Float32, 1000, 1000), 0, 1), codes.ResourceExhausted)
+	// uploads under way together are bounded too: a tiny range of a
+	// huge tensor does not claim its memory
+	big := newRaw(t, dlpack.Float32, 2, 4)
+	wantCode(t, rangePut(t, c, "f2", big, 0, 1, 1<<40, 4), codes.ResourceExhausted)
 
 	// the incomplete uploads ("a", rows 0 to 6 received, "b" and "g")
 	// are never stored, and after the timeout nothing is held

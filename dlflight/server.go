@@ -92,7 +92,9 @@ type Options struct {
 	MaxTensors int
 	// MaxPutBytes bounds the bytes (message bodies and headers) of one
 	// DoPut stream;
-	// codes.ResourceExhausted beyond it. Zero: no bound.
+	// codes.ResourceExhausted beyond it. Zero: no bound. It also bounds
+	// the tensors of the parallel Puts under way together (their buffers
+	// are allocated at their first range): DefaultMaxGetBytes when zero.
 	MaxPutBytes int64
 	// Allocator allocates the bodies of received messages (aligned to
 	// 64 bytes); when nil, as for ClientOptions.Allocator.
@@ -139,6 +141,8 @@ type Server struct {
 	conns   conns
 	// uploads are the parallel Puts under way (s.mu).
 	uploads map[string]*upload
+	// uploadBytes is what the incomplete uploads hold (s.mu).
+	uploadBytes int64
 	// kept counts the buffers of held tensors gRPC holds, over every
 	// DoGet.
 	kept atomic.Int64
