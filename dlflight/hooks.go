@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -90,6 +91,27 @@ type trackedConn struct {
 	c    *conns
 	key  string
 	once sync.Once
+	// written counts what Write has handed to the socket: a call's
+	// progress on a slow link shows here long before gRPC frees its
+	// message (watchStall).
+	written atomic.Int64
+}
+
+// writeChunk is the most one write system call gets from Write, so that
+// written moves while a large write drains to a slow peer.
+const writeChunk = 256 << 10
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := c.Conn.Write(p[n:min(len(p), n+writeChunk)])
+		n += m
+		c.written.Add(int64(m))
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func (c *trackedConn) Close() error {
@@ -103,24 +125,26 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// close closes the connection of the peer at addr, if it is still open.
-func (c *conns) close(addr net.Addr) {
+// get is the connection of the peer at addr, if it is still open.
+func (c *conns) get(addr net.Addr) *trackedConn {
 	if addr == nil {
-		return
+		return nil
 	}
 	c.mu.Lock()
-	conn := c.m[addr.String()]
-	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
+	defer c.mu.Unlock()
+	tc, _ := c.m[addr.String()].(*trackedConn)
+	return tc
 }
 
 // watchStall ends a DoGet whose stream makes no progress: while the
 // handler runs (until stop is called) or gRPC still holds bytes of sd,
-// one StallTimeout without a message taken by gRPC or written out closes
-// the peer's connection, and the tensor's bytes gRPC dropped with it are
-// reclaimed. It returns the function the handler calls when it returns.
+// one StallTimeout in which gRPC neither took nor wrote out a message of
+// it and no byte of the connection left for the peer (on Linux: the
+// socket's send queue did not drain; elsewhere: nothing was written to
+// the socket) closes the peer's connection, and the tensor's bytes gRPC dropped with it are reclaimed.
+// A slow link that keeps taking bytes is not a stall; a stalled stream
+// beside busy ones on the same connection is caught once they end. It
+// returns the function the handler calls when it returns.
 func (s *Server) watchStall(ctx context.Context, sd *sending) (stop func()) {
 	timeout := s.opts.StallTimeout
 	stopped := make(chan struct{})
@@ -131,10 +155,24 @@ func (s *Server) watchStall(ctx context.Context, sd *sending) (stop func()) {
 	if p, ok := peer.FromContext(ctx); ok {
 		addr = p.Addr
 	}
+	tc := s.conns.get(addr)
+	progress := func() int64 {
+		n := sd.progress.Load()
+		if tc != nil {
+			// what left the socket: a full socket buffer wakes its
+			// writer only once much of it drained, which on a slow
+			// link can take longer than the timeout
+			n += tc.written.Load()
+			if q, ok := unsent(tc.Conn); ok {
+				n -= q
+			}
+		}
+		return n
+	}
 	go func() {
 		tick := time.NewTicker(max(timeout/8, time.Millisecond))
 		defer tick.Stop()
-		last, at := sd.progress.Load(), time.Now()
+		last, at := progress(), time.Now()
 		handlerDone := stopped
 		var idle <-chan struct{}
 		for {
@@ -155,14 +193,16 @@ func (s *Server) watchStall(ctx context.Context, sd *sending) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			if p := sd.progress.Load(); p != last {
+			if p := progress(); p != last {
 				last, at = p, time.Now()
 				continue
 			}
 			if time.Since(at) < timeout {
 				continue
 			}
-			s.conns.close(addr)
+			if tc != nil {
+				tc.Close()
+			}
 			reclaim(func() bool { return sd.pending() == 0 }, reclaimWait)
 			return
 		}

@@ -316,3 +316,69 @@ func shutdownReleases(t *testing.T, stall time.Duration) {
 		t.Fatalf("after Shutdown: released %d and %d times, want 1 and 1", src.released.Load(), idle.released.Load())
 	}
 }
+
+// throttle is a TCP proxy to addr that passes the server's bytes on at
+// rate bytes per tick; it returns its address.
+func throttle(t *testing.T, addr string, rate int, tick time.Duration) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			in, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			if tc, ok := out.(*net.TCPConn); ok {
+				tc.SetReadBuffer(rate) // the server meets the slow link soon
+			}
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() {
+				defer in.Close()
+				buf := make([]byte, rate)
+				for {
+					n, err := out.Read(buf)
+					if n > 0 {
+						if _, err := in.Write(buf[:n]); err != nil {
+							return
+						}
+						time.Sleep(tick)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// A slow link is not a stall: a message that takes longer than
+// StallTimeout to drain, while the socket keeps taking bytes, arrives.
+func TestSlowReaderNotStalled(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	s, addr := serve(t, Options{StallTimeout: stall, MaxMessageBytes: 2<<20 + batchOverhead})
+	src := newRaw(t, dlpack.Float32, 1024, 1024) // 4 MiB: 2 messages of 2 MiB
+	if err := s.Register("big", src); err != nil {
+		t.Fatal(err)
+	}
+	// 64 KiB every 25 ms: 2.6 MB/s, a message in about 0.8 s
+	c := dial(t, throttle(t, addr, 64<<10, 25*time.Millisecond), ClientOptions{MaxMessageBytes: 2<<20 + batchOverhead})
+	start := time.Now()
+	got, err := c.Get(ctxT(t), "big")
+	if err != nil {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	sameTensor(t, got, src)
+	got.Release()
+	t.Logf("4 MiB in %v over the slow link (StallTimeout %v)", time.Since(start).Round(time.Millisecond), stall)
+}

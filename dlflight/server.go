@@ -102,8 +102,9 @@ type Options struct {
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
 	// StallTimeout bounds how long a DoGet may go without progress
-	// (gRPC taking a message of it or writing one out) while its reader
-	// does not read: the peer's connection is then closed (the peer
+	// (gRPC taking a message of it or writing one out, or bytes of its
+	// connection leaving the socket for the peer: a slow link that keeps
+	// taking bytes is not a stall) while its reader does not read: the peer's connection is then closed (the peer
 	// sees codes.Unavailable, on every call it had on that connection)
 	// and the tensor's bytes gRPC held are reclaimed, so an unregistered
 	// tensor is released about StallTimeout after its reader stalled.
