@@ -145,8 +145,11 @@ type Server struct {
 	// uploadBytes is what the incomplete uploads hold (s.mu).
 	uploadBytes int64
 	// kept counts the buffers of held tensors gRPC holds, over every
-	// DoGet.
-	kept atomic.Int64
+	// DoGet. It is an allocation of its own: the buffers' cleanups reach
+	// it (through their sending), and must not reach the Server, from
+	// which gRPC's transports and so the buffers themselves are
+	// reachable (a cleanup that reaches its object never runs).
+	kept *atomic.Int64
 }
 
 // entry is a held tensor: its bytes and a reference count (the map's
@@ -211,7 +214,7 @@ func NewServer(opts Options) *Server {
 	if opts.HandshakeTimeout <= 0 {
 		opts.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	s := &Server{opts: opts, tensors: map[string]*entry{}, conns: conns{m: map[string]net.Conn{}}}
+	s := &Server{opts: opts, tensors: map[string]*entry{}, conns: conns{m: map[string]net.Conn{}}, kept: new(atomic.Int64)}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
@@ -572,7 +575,7 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	// goroutines saved), and a peer still sees the call end only after
 	// the server is done with the tensor's bytes.
 	sd := newSending(e)
-	sd.all = &s.kept
+	sd.all = s.kept
 	sendMsg := stream.SendMsg
 	if s.opts.StallTimeout > 0 {
 		stop := s.watchStall(stream.Context(), sd)
