@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -172,7 +173,7 @@ func (s *Server) joinUpload(p putRange) (*upload, error) {
 		}
 		s.uploads[key] = u
 	}
-	if u.l.dtype != p.l.dtype || !slicesEqual(u.l.shape, p.l.shape) {
+	if u.l.dtype != p.l.dtype || !slices.Equal(u.l.shape, p.l.shape) {
 		return nil, status.Errorf(codes.InvalidArgument, "dlflight: range put %q: %v %v, and the upload's other ranges say %v %v", p.Name, p.l.dtype, p.l.shape, u.l.dtype, u.l.shape)
 	}
 	for _, t := range u.taken {
@@ -255,18 +256,6 @@ func (s *Server) uploadLimit() int64 {
 		return s.opts.MaxPutBytes
 	}
 	return DefaultMaxGetBytes
-}
-
-func slicesEqual(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // putParallel sends e's tensor as ranges of about PutRangeBytes on up to
