@@ -1,6 +1,7 @@
 package dlflight
 
 import (
+	"crypto/tls"
 	"errors"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestThreeServers: a tensor's rows on three servers on 127.0.0.1, one
@@ -216,4 +219,52 @@ func TestLyingEndpoints(t *testing.T) {
 		t.Fatalf("http location: %v", err)
 	}
 	alloc.AssertSize(t, 0)
+}
+
+// Get follows a location with the client's own TLS configuration and
+// token: a second server that requires both serves its rows; a location
+// of the other kind (plaintext for a TLS client) is refused before
+// anything is dialled.
+func TestLocationsTLSAndToken(t *testing.T) {
+	auth := newCA(t)
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.issue(t, "server", true)}, MinVersion: tls.VersionTLS13}
+	tokens := map[string]string{"tok": "reader"}
+	a, addrA := serve(t, Options{TLS: serverTLS}) // only B asks for the token
+	b, addrB := serve(t, Options{TLS: serverTLS, Tokens: tokens})
+	src := newRaw(t, dlpack.Int32, 20, 3)
+	lo, hi := newRaw(t, dlpack.Int32, 8, 3), newRaw(t, dlpack.Int32, 12, 3)
+	copy(lo.data, src.data[:8*12])
+	copy(hi.data, src.data[8*12:])
+	if err := a.Register("lo", lo); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Register("hi", hi); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RegisterRemote("x", dlpack.Int32, []int64{20, 3}, []RemoteRange{
+		{0, 8, []string{"grpc+tls://" + addrA}, []byte("lo")},
+		{8, 20, []string{"grpc+tls://" + addrB}, []byte("hi")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, MinVersion: tls.VersionTLS13}, Token: "tok"})
+	got, err := c.Get(ctxT(t), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTensor(t, got, src)
+	got.Release()
+	// without the token, B refuses its rows
+	bare := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, MinVersion: tls.VersionTLS13}})
+	if _, err := bare.Get(ctxT(t), "x"); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "endpoint 1") {
+		t.Fatalf("without a token: %v", err)
+	}
+	if err := a.RegisterRemote("y", dlpack.Int32, []int64{20, 3}, []RemoteRange{
+		{0, 20, []string{"grpc+tcp://" + addrB}, []byte("hi")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctxT(t), "y"); err == nil || !strings.Contains(err.Error(), "plaintext location") {
+		t.Fatalf("a plaintext location for a TLS client: %v", err)
+	}
 }
