@@ -2,6 +2,7 @@ package tensorfile_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -110,5 +111,65 @@ func TestCreateFailureLeavesNoTemp(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "before" {
 		t.Fatalf("the path now holds %q", b)
+	}
+}
+
+// A writer killed during a create leaves its temporary file; once it is
+// older than OrphanAge, the next create of that path removes it. The
+// writer is this test binary, run again as a child that creates the
+// file over and over until it is killed (SIGKILL) with a temporary file
+// present.
+func TestKilledWriterOrphan(t *testing.T) {
+	if dir := os.Getenv("TENSORFILE_CREATE_LOOP"); dir != "" {
+		for {
+			f, err := tensorfile.CreateNPY(filepath.Join(dir, "x.npy"), dlpack.Float32, []int64{16 << 20})
+			if err != nil {
+				os.Exit(2)
+			}
+			f.Close()
+		}
+	}
+	dir := t.TempDir()
+	var orphans []string
+	for try := 0; try < 20 && len(orphans) == 0; try++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriterOrphan$")
+		cmd.Env = append(os.Environ(), "TENSORFILE_CREATE_LOOP="+dir)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(dotFiles(t, dir)) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		orphans = dotFiles(t, dir)
+	}
+	if len(orphans) == 0 {
+		t.Skip("the writer was never killed with its temporary file present")
+	}
+	t.Logf("the killed writer left %v", orphans)
+	// a create soon after leaves it: it could be a live writer's
+	f, err := tensorfile.CreateNPY(filepath.Join(dir, "x.npy"), dlpack.Float32, []int64{4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if left := dotFiles(t, dir); !slices.Equal(left, orphans) {
+		t.Fatalf("a create removed a young temporary file: %v left of %v", left, orphans)
+	}
+	// once it is older than OrphanAge, the next create removes it
+	old := time.Now().Add(-tensorfile.OrphanAge - time.Minute)
+	for _, name := range orphans {
+		if err := os.Chtimes(filepath.Join(dir, name), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f, err = tensorfile.CreateNPY(filepath.Join(dir, "x.npy"), dlpack.Float32, []int64{4}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if left := dotFiles(t, dir); len(left) != 0 {
+		t.Fatalf("left after the create: %v", left)
 	}
 }
