@@ -215,7 +215,9 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 //
 //   - One endpoint on this server (a tensor of at most the server's
 //     Options.EndpointBytes, or a Flight server that lists one, or one
-//     with no GetFlightInfo): a DoGet with the name as ticket. The codec
+//     whose GetFlightInfo fails for a reason other than the caller's
+//     credentials, the call's context or the connection): a DoGet with
+//     the name as ticket. The codec
 //     copies each message body once out of gRPC's frame buffers into an
 //     aligned buffer and the Tensor shares it; a tensor that came split in
 //     several batches is copied once more, into one buffer.
@@ -242,11 +244,10 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	// only the tensor's messages are meant to meet
 	fi, err := c.fc.GetFlightInfo(c.ctx(ctx), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}},
 		grpc.MaxCallRecvMsgSize(max(c.opts.MaxMessageBytes, maxInfoBytes)))
-	switch {
-	case status.Code(err) == codes.Unimplemented:
-	case err != nil:
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
 		return nil, err
-	default:
+	case codes.OK:
 		i, err := infoOf(fi)
 		if err != nil {
 			return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
@@ -266,6 +267,8 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 			return c.getParallel(ctx, name, l, eps)
 		}
 	}
+	// one endpoint, or a Flight server that describes its streams
+	// otherwise or not at all: DoGet of the name
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
 	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: []byte(name)})

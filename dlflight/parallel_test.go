@@ -3,6 +3,7 @@ package dlflight
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // A tensor above EndpointBytes is listed as several endpoints, each a
@@ -135,4 +139,36 @@ func (c *Client) fetchTicket(ticket []byte) (*Tensor, error) {
 	}
 	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, c.opts.Allocator, 0)
 	return receive(r, c.opts.Allocator)
+}
+
+// noInfo is a Flight server whose GetFlightInfo fails as some servers'
+// do for a path they stream under another description.
+type noInfo struct{ *Server }
+
+func (noInfo) GetFlightInfo(context.Context, *flight.FlightDescriptor) (*flight.FlightInfo, error) {
+	return nil, status.Error(codes.InvalidArgument, "describe by command only")
+}
+
+// Get falls back to a DoGet of the name when GetFlightInfo fails for a
+// reason other than credentials, context or connection.
+func TestGetWithoutFlightInfo(t *testing.T) {
+	s := NewServer(Options{})
+	src := newRaw(t, dlpack.Float64, 6, 7)
+	if err := s.Register("x", src); err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.ForceServerCodecV2(newCodec()))
+	flight.RegisterFlightServiceServer(g, noInfo{s})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(func() { g.Stop(); s.Shutdown() })
+	got, err := dial(t, lis.Addr().String(), ClientOptions{}).Get(ctxT(t), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTensor(t, got, src)
+	got.Release()
 }
