@@ -431,10 +431,12 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown stops the server: listeners close, calls in progress are
-// cancelled, and every held tensor is released before it returns. The
-// bytes of calls cut off mid-stream that gRPC dropped without freeing
-// them are found by garbage collections Shutdown runs (for up to 10 s)
-// rather than left to the next one. Register and DoPut fail afterwards.
+// cancelled, and every held tensor is released. A tensor whose bytes a
+// call cut off mid-stream left with gRPC, dropped without being freed,
+// is released once a garbage collection finds them unreachable:
+// Shutdown runs collections until that happens (for up to 10 s) rather
+// than leave it to the next one, so it is normally released by the time
+// Shutdown returns. Register and DoPut fail afterwards.
 func (s *Server) Shutdown() {
 	s.grpc.Stop()
 	s.mu.Lock()
