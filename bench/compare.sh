@@ -188,12 +188,15 @@ echo "== Arrow Flight: Go and pyarrow.flight, loopback; shared file on /dev/shm"
 flgo=$(for sc in 1MiB:600 64MiB:20 256MiB:6; do
 	go test -run '^$' -bench "^BenchmarkFlightGet\$/^${sc%:*}\$" -benchtime "${sc#*:}x" ./dlflight
 done)
+flgo+=$'\n'$(for sc in 64MiB:20 256MiB:6; do
+	go test -run '^$' -bench "^BenchmarkFlightGetStreams\$/^${sc%:*}\$" -benchtime "${sc#*:}x" ./dlflight
+done)
 flgo+=$'\n'$(go test -run '^$' -bench '^BenchmarkMemcpy$' -benchtime 5x -count 3 ./dlflight)
 go build -o .build/flightserve ./bench/flightserve >&2
 shm=/dev/shm/dlflight-bench-$$.npy
 coproc FLIGHTSERVE { .build/flightserve -shm "$shm"; }
 read -r flport <&"${FLIGHTSERVE[0]}"
-flpy=$(.venv-bench/bin/python bench/flight.py pair "$flport"; .venv-bench/bin/python bench/flight.py shm "$shm" "$flport")
+flpy=$(.venv-bench/bin/python bench/flight.py pair "$flport"; .venv-bench/bin/python bench/flight.py threads "$flport"; .venv-bench/bin/python bench/flight.py shm "$shm" "$flport")
 exec {FLIGHTSERVE[1]}>&-
 wait "$FLIGHTSERVE_PID" || true
 rm -f "$shm"
@@ -226,6 +229,26 @@ done
 echo
 echo "Targets (medians of the rows above):"
 printf '%s' "$fltargets"
+# parallel endpoints: Go to Go on 1, 2 and 4 streams (BenchmarkFlightGetStreams,
+# medians; cpu-s/GB is the process's CPU, server and client together), and
+# a pyarrow.flight client fetching the endpoints on 4 threads
+echo
+echo "| float32 tensor | path | streams | GB/s (median fetch) | × one stream | × memcpy | CPU s/GB |"
+echo "|---|---|---|---|---|---|---|"
+flcpu() { echo "$flgo" | awk -v n="Benchmark$1-" 'index($1, n) == 1 { for (i = 2; i <= NF; i++) if ($(i + 1) == "cpu-s/GB") print $i }' | tail -1; }
+for size in 64MiB 256MiB; do
+	bytes=$(( ${size%MiB} * 1048576 ))
+	mc=$(flgobps "Memcpy/$size")
+	one=$(flgobps "FlightGetStreams/$size/streams=1" median-MB/s)
+	for n in 1 2 4; do
+		v=$(flgobps "FlightGetStreams/$size/streams=$n" median-MB/s)
+		printf '| %s | Go server → Go client | %d | %.2f | %.2f | %.3f | %.2f |\n' "$size" "$n" "$(echo "$v / 1000000000" | bc -l)" \
+			"$(echo "$v / $one" | bc -l)" "$(echo "$v / $mc" | bc -l)" "$(flcpu "FlightGetStreams/$size/streams=$n")"
+	done
+	v=$(echo "$bytes / $(flpys "py-threads/$size")" | bc -l)
+	printf '| %s | Go server → pyarrow.flight client, endpoints on 4 threads | 4 | %.2f | %.2f | %.3f | |\n' "$size" "$(echo "$v / 1000000000" | bc -l)" \
+		"$(echo "$v / $one" | bc -l)" "$(echo "$v / $mc" | bc -l)"
+done
 echo
 echo "| 256 MiB float32, Go wrote it, Python sums it | seconds (best of 3) |"
 echo "|---|---|"

@@ -11,6 +11,10 @@ flight.py rounds LABEL=PORT...: the same for any number of Go servers
     the pyarrow.flight server (the order rotates every round); prints
     each median and its ratio to pyarrow's.
 flight.py serve: that server (prints its port, stops on stdin EOF).
+flight.py threads PORT: the 64 and 256 MiB tensors of the Go server on
+    PORT fetched as a pyarrow.flight client with threads would: its
+    FlightInfo's endpoints (ranges of rows) on 4 threads, concatenated;
+    prints the median fetch of each as py-threads/SIZE.
 flight.py shm PATH PORT: the shared-file row: np.load(PATH, mmap_mode="r")
     + sum, against the same 256 MiB over Flight from the Go server + sum.
 Prints "name seconds" lines.
@@ -56,6 +60,24 @@ def timerounds(ports, ratios=False):
                 print("%s/%s %.6f" % (k, name, med[k]), flush=True)
 
 
+def fetch_threads(c, name, pool):
+    info = c.get_flight_info(flight.FlightDescriptor.for_path(name))
+    parts = list(pool.map(lambda ep: c.do_get(ep.ticket).read_all().column(0).combine_chunks(), info.endpoints))
+    return pa.concat_arrays(parts).to_numpy_ndarray()
+
+
+def threads(port):
+    from concurrent.futures import ThreadPoolExecutor
+    c = flight.connect("grpc://127.0.0.1:%d" % port)
+    with ThreadPoolExecutor(4) as pool:
+        for name, rows in SIZES[1:]:
+            a = fetch_threads(c, name, pool)
+            assert a.shape == (rows, 1024) and float(a[-1, -1]) == float((rows * 1024 - 1) % 1000), name
+            rounds = ROUNDS[name][0] * ROUNDS[name][1]
+            med = statistics.median(_time(lambda: fetch_threads(c, name, pool)) for _ in range(rounds))
+            print("py-threads/%s %.6f" % (name, med), flush=True)
+
+
 def withpyserver(fn):
     p = subprocess.Popen([sys.executable, __file__, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     port = int(p.stdout.readline())
@@ -99,6 +121,8 @@ def main():
         if not gos or len(gos) != len(sys.argv) - 2 or "py-server" in gos:
             sys.exit("usage: flight.py rounds LABEL=PORT... (LABEL not py-server)")
         withpyserver(lambda port: timerounds({**{k: int(v) for k, v in gos.items()}, "py-server": port}, ratios=True))
+    elif mode == "threads":
+        threads(int(sys.argv[2]))
     elif mode == "shm":
         path, port = sys.argv[2], int(sys.argv[3])
         def viafile():

@@ -2,7 +2,9 @@ package dlflight
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,11 +35,12 @@ func benchSource(b *testing.B, rows int64) *rawTensor {
 }
 
 // BenchmarkFlightGet: a Go client fetches a float32 tensor from a Go
-// server over loopback (plaintext), one DoGet per op; bytes/s is the
-// throughput, and best-MB/s that of the fastest op (make compare's row,
-// as bench/flight.py reports pyarrow's best fetch).
+// server over loopback (plaintext), one DoGet per op (one endpoint:
+// EndpointBytes -1); bytes/s is the throughput, and best-MB/s that of the
+// fastest op (make compare's row, as bench/flight.py reports pyarrow's
+// best fetch).
 func BenchmarkFlightGet(b *testing.B) {
-	s, addr := serve(b, Options{MaxMessageBytes: benchMessage})
+	s, addr := serve(b, Options{MaxMessageBytes: benchMessage, EndpointBytes: -1})
 	c := dial(b, addr, ClientOptions{MaxMessageBytes: benchMessage})
 	for _, sz := range benchSizes {
 		src := benchSource(b, sz.rows)
@@ -67,6 +70,57 @@ func BenchmarkFlightGet(b *testing.B) {
 		})
 		s.Unregister(sz.name)
 	}
+}
+
+// BenchmarkFlightGetStreams: the 64 and 256 MiB tensors as 1, 2 and 4
+// endpoints (EndpointBytes the tensor's size over the count), fetched on
+// as many streams at once. Beside median-MB/s it reports cpu-s/GB, the
+// process's CPU seconds (user and system; server and client are both in
+// it) per GB moved, which projects the scaling on more cores.
+func BenchmarkFlightGetStreams(b *testing.B) {
+	for _, sz := range benchSizes[1:] {
+		src := benchSource(b, sz.rows)
+		for _, streams := range []int{1, 2, 4} {
+			s, addr := serve(b, Options{MaxMessageBytes: benchMessage, EndpointBytes: int64(len(src.data)) / int64(streams)})
+			c := dial(b, addr, ClientOptions{MaxMessageBytes: benchMessage, Streams: streams})
+			if err := s.Register(sz.name, src); err != nil {
+				b.Fatal(err)
+			}
+			if t, err := c.Get(context.Background(), sz.name); err == nil {
+				t.Release()
+			}
+			b.Run(fmt.Sprintf("%s/streams=%d", sz.name, streams), func(b *testing.B) {
+				b.SetBytes(int64(len(src.data)))
+				var times []time.Duration
+				cpu0 := cpuTime()
+				for b.Loop() {
+					start := time.Now()
+					t, err := c.Get(context.Background(), sz.name)
+					if err != nil {
+						b.Fatal(err)
+					}
+					t.Release()
+					times = append(times, time.Since(start))
+				}
+				cpu := cpuTime() - cpu0
+				slices.Sort(times)
+				b.ReportMetric(float64(len(src.data))/times[len(times)/2].Seconds()/1e6, "median-MB/s")
+				b.ReportMetric(cpu.Seconds()/(float64(len(src.data))*float64(len(times))/1e9), "cpu-s/GB")
+			})
+			s.Unregister(sz.name)
+			s.Shutdown()
+			c.Close()
+		}
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkFlightPut: the same bytes the other way (DoPut).

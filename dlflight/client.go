@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // ClientOptions configure a Client, mirroring Options.
@@ -46,6 +49,16 @@ type ClientOptions struct {
 	Allocator memory.Allocator
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
+	// Streams is how many endpoints of one tensor Get fetches at once,
+	// each on its own stream (DefaultStreams when zero), and how many
+	// ranges Put sends at once.
+	Streams int
+	// PutRangeBytes, when positive, makes Put send a tensor larger than
+	// this as ranges of rows of about this many bytes, on up to Streams
+	// DoPuts at once, which a dlflight Server assembles in one buffer and
+	// stores once every range has arrived. Zero: one stream, which any
+	// Flight server takes (the ranges are a dlflight protocol).
+	PutRangeBytes int64
 }
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
@@ -58,6 +71,10 @@ type Client struct {
 	fc   flight.FlightServiceClient
 	// closed is set by the first Close.
 	closed atomic.Bool
+	// peers are the clients of other servers that endpoints' locations
+	// named, dialled with these options; Close closes them.
+	peersMu sync.Mutex
+	peers   map[string]*Client
 }
 
 // Dial makes a Client of the server at addr ("host:port"); the connection
@@ -71,6 +88,9 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.Allocator == nil {
 		opts.Allocator = bodies
+	}
+	if opts.Streams <= 0 {
+		opts.Streams = DefaultStreams
 	}
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
@@ -95,6 +115,13 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 func (c *Client) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	c.peersMu.Lock()
+	peers := c.peers
+	c.peers = nil
+	c.peersMu.Unlock()
+	for _, p := range peers {
+		p.Close()
 	}
 	return c.conn.Close()
 }
@@ -183,15 +210,65 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 	return Info{Name: name, DType: l.dtype, Shape: l.shape, Bytes: l.nbytes}, nil
 }
 
-// Get fetches the tensor name (DoGet with the name as ticket) and returns
-// it without a copy after gRPC hands over each message: the codec copies
-// the message body once out of gRPC's frame buffers into an aligned buffer
-// and the Tensor shares it. A tensor that came split in several batches is
-// copied once more, into one buffer. Release the Tensor when done.
+// Get fetches the tensor name and returns it without a copy after gRPC
+// hands over each message. It asks for the tensor's FlightInfo first:
+//
+//   - One endpoint on this server (a tensor of at most the server's
+//     Options.EndpointBytes, or a Flight server that lists one, or one
+//     whose GetFlightInfo fails for a reason other than the caller's
+//     credentials, the call's context or the connection): a DoGet with
+//     the name as ticket. The codec
+//     copies each message body once out of gRPC's frame buffers into an
+//     aligned buffer and the Tensor shares it; a tensor that came split in
+//     several batches is copied once more, into one buffer.
+//   - Several endpoints, each a range of rows (a dlflight server's
+//     app_metadata {"from", "to"}), possibly at other locations: Get
+//     fetches them on up to ClientOptions.Streams parallel streams, each
+//     straight into its slice of one 64-byte aligned buffer (the codec's
+//     copy out of gRPC's frames is the only one), dialling each location
+//     with the client's TLS and token options and trying an endpoint's
+//     locations (replicas) in order. An endpoint that fails on every
+//     location fails the Get with an error naming it, its rows and its
+//     locations; nothing is kept.
+//
+// The client's token goes to every location a FlightInfo names, and TLS
+// verifies each against the same roots: ask for tensors only of servers
+// trusted to name the places the token may go.
+//
+// Release the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	if err := c.errIfClosed(fmt.Sprintf("get %q", name)); err != nil {
 		return nil, err
 	}
+	// a FlightInfo is small, but may exceed a tiny message limit that
+	// only the tensor's messages are meant to meet
+	fi, err := c.fc.GetFlightInfo(c.ctx(ctx), &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}},
+		grpc.MaxCallRecvMsgSize(max(c.opts.MaxMessageBytes, maxInfoBytes)))
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.Canceled, codes.DeadlineExceeded, codes.Unavailable:
+		return nil, err
+	case codes.OK:
+		i, err := infoOf(fi)
+		if err != nil {
+			return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
+		}
+		l, err := layoutOf(i.DType, i.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("dlflight: get %q: %w: %w", name, ErrInvalid, err)
+		}
+		eps, several, err := endpointsOf(fi, l)
+		if err != nil {
+			return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
+		}
+		if several {
+			if max(c.opts.MaxGetBytes, 0) > 0 && l.nbytes > c.opts.MaxGetBytes {
+				return nil, fmt.Errorf("dlflight: get %q: %w: the tensor's %d bytes exceed MaxGetBytes %d", name, errLimit, l.nbytes, c.opts.MaxGetBytes)
+			}
+			return c.getParallel(ctx, name, l, eps)
+		}
+	}
+	// one endpoint, or a Flight server that describes its streams
+	// otherwise or not at all: DoGet of the name
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
 	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: []byte(name)})
@@ -205,6 +282,10 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	}
 	return t, nil
 }
+
+// maxInfoBytes bounds the FlightInfo Get reads, whatever the message
+// limit.
+const maxInfoBytes = 4 << 20
 
 // Put sends p's tensor to be stored under name (DoPut). The batches share
 // p's memory and the codec hands it to gRPC without a copy: gRPC's writer
@@ -222,6 +303,9 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	defer e.drop()
+	if c.opts.PutRangeBytes > 0 && len(split(e.l, c.opts.PutRangeBytes)) > 1 {
+		return c.putParallel(ctx, name, e)
+	}
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
 	stream, err := c.fc.DoPut(ctx)

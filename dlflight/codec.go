@@ -220,12 +220,28 @@ type sending struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n falls to 0
+	// progress counts the messages gRPC took and the buffers it wrote
+	// out (Server.watchStall).
+	progress atomic.Int64
+	// all, when set, counts the buffers gRPC holds across every call of
+	// a server (Shutdown waits for them).
+	all *atomic.Int64
 }
 
 func newSending(e *entry) *sending { return &sending{e: e} }
 
+// pending is how many buffers gRPC still holds.
+func (s *sending) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
 func (s *sending) add() {
 	s.e.refs.Add(1)
+	if s.all != nil {
+		s.all.Add(1)
+	}
 	s.mu.Lock()
 	if s.n == 0 {
 		s.idle = make(chan struct{})
@@ -235,7 +251,11 @@ func (s *sending) add() {
 }
 
 func (s *sending) done() {
+	s.progress.Add(1)
 	s.e.drop()
+	if s.all != nil {
+		s.all.Add(-1)
+	}
 	s.mu.Lock()
 	if s.n--; s.n == 0 {
 		close(s.idle)
@@ -301,6 +321,9 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) (err error) {
 		case fieldDataBody:
 			if f.body != nil {
 				f.body.Release()
+			}
+			if p, ok := f.alloc.(*placer); ok {
+				p.next = int(n)
 			}
 			f.body = memory.NewResizableBuffer(f.alloc)
 			f.body.Resize(int(n))

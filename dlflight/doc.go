@@ -27,7 +27,9 @@
 // float32, float64 (what Arrow and DLPack share; Arrow booleans are bits).
 // Received columns must be row-major: a fixed_shape_tensor whose
 // permutation is not the identity is refused (ErrInvalid), as a column
-// with nulls is.
+// with nulls is, and so is extension metadata whose permutation or
+// dim_names has not one entry per dimension, or dim_names that are not
+// strings (Arrow's canonical extension spec).
 //
 // ListFlights and GetFlightInfo describe each tensor before it is fetched:
 // the FlightDescriptor's path is the name, the ticket is the name, the
@@ -35,6 +37,26 @@
 // TotalBytes the tensor's bytes, and AppMetadata a JSON object
 // {"name", "dtype", "shape", "bytes"} (Client.Info and Client.List read it,
 // or the schema when a server sends none).
+//
+// # Parallel endpoints and several servers
+//
+// A tensor larger than Options.EndpointBytes (64 MiB by default) is
+// described by several endpoints, each a RangeTicket for a range of rows
+// of its first dimension, with the endpoint's app_metadata
+// {"from", "to"}; the DoGet of a range streams those rows as a tensor of
+// their own, so a Flight client that fetches the endpoints in order and
+// concatenates them gets the tensor (DoGet of the name still streams it
+// whole). Client.Get asks for the FlightInfo first and fetches several
+// endpoints on up to ClientOptions.Streams streams at once, each straight
+// into its slice of one 64-byte aligned buffer: the codec's copy out of
+// gRPC's frames puts the values in their final place. Server.RegisterRemote
+// describes a tensor whose ranges other servers hold (RemoteRange: rows,
+// locations, ticket); Get dials each location with the client's options
+// and tries an endpoint's locations, its replicas, in order. With
+// ClientOptions.PutRangeBytes, Put sends a large tensor as ranges of rows
+// on parallel DoPuts (a FlightDescriptor command of this package) that a
+// Server receives straight into one buffer and stores once every range
+// has arrived; an upload left incomplete is dropped after StallTimeout.
 //
 // # Copies
 //
@@ -76,7 +98,12 @@
 //
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in
 // the "authorization" metadata (codes.Unauthenticated without one);
-// Options.Allow is the per-name read/write policy (codes.PermissionDenied).
+// Options.Authenticate replaces that static map with a function of the
+// call's token and peer, its verified client certificate included
+// (AuthRequest), that returns the principal or an error: expiring or
+// signed tokens, and mutual TLS with the principal taken from the
+// certificate, plug in there. Options.Allow is the per-name read/write
+// policy of each principal (codes.PermissionDenied).
 // MaxMessageBytes, MaxTensors and MaxPutBytes bound messages, held tensors
 // and each DoPut (codes.ResourceExhausted). A client is bounded as well:
 // ClientOptions.MaxGetBytes (4 GiB by default) ends a Get that receives
@@ -89,7 +116,15 @@
 // unregistered, replaced or the server shuts down (or, if a DoGet is
 // still sending it then, once gRPC has written the last of it; bytes of
 // a call cut off mid-stream that gRPC drops without freeing them hold it
-// until a garbage collection finds them unreachable).
+// until a garbage collection finds them unreachable, which Shutdown and
+// the end of a stalled call run at once rather than wait for).
+//
+// A reader that stops reading without cancelling holds its tensor no
+// longer than Options.StallTimeout (DefaultStallTimeout, a minute): a
+// DoGet that makes no progress that long loses its connection, and the
+// tensor's bytes are reclaimed. A connection that does not finish its
+// TLS handshake and HTTP/2 preface within Options.HandshakeTimeout
+// (DefaultHandshakeTimeout, 10 s) is closed.
 //
 // # Transport
 //

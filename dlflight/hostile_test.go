@@ -2,7 +2,9 @@ package dlflight
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -186,6 +188,27 @@ func lyingStreams(t testing.TB) map[string]func() []*flight.FlightData {
 		"permuted": func() []*flight.FlightData {
 			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[1,0]}`}, nil))
 		},
+		"permutation shorter than the shape": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[0]}`}, nil))
+		},
+		"permutation longer than the shape": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[0,1,2]}`}, nil))
+		},
+		"empty permutation": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"permutation":[]}`}, nil))
+		},
+		"dim_names shorter than the shape": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"dim_names":["x"]}`}, nil))
+		},
+		"dim_names longer than the shape": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"dim_names":["x","y","z"]}`}, nil))
+		},
+		"dim_names not strings": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"dim_names":[1,2]}`}, nil))
+		},
+		"dim_names not a list": func() []*flight.FlightData {
+			return encode(t, fslRecord(4, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: `{"shape":[2,2],"dim_names":"xy"}`}, nil))
+		},
 		"not an extension": func() []*flight.FlightData { return encode(t, fslRecord(4, floats(8), nil, nil)) },
 		"strings":          func() []*flight.FlightData { return encode(t, utf8Col()) },
 		"booleans":         func() []*flight.FlightData { return encode(t, boolCol()) },
@@ -237,5 +260,44 @@ func TestLyingServer(t *testing.T) {
 			t.Fatalf("%s: %v, want ErrInvalid", name, err)
 		}
 		alloc.AssertSize(t, 0)
+	}
+}
+
+// The canonical extension metadata's optional fields, when they have one
+// entry per dimension (an identity permutation, string dim_names), are
+// taken: only the lies above are refused.
+func TestExtensionMetadataAccepted(t *testing.T) {
+	s, addr := serve(t, Options{})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw := flight.NewFlightServiceClient(conn)
+	for i, meta := range []string{
+		`{"shape":[2,2],"permutation":[0,1],"dim_names":["x","y"]}`,
+		`{"shape":[2,2],"dim_names":null}`,
+		`{"shape":[4],"dim_names":["x"]}`,
+	} {
+		w := int32(4)
+		fds := encode(t, fslRecord(w, floats(8), map[string]string{extNameKey: extensionName, extMetaKey: meta}, nil))
+		name := fmt.Sprint("ok", i)
+		fds[0].FlightDescriptor = &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
+		stream, err := raw.DoPut(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			if err := stream.Send(fd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stream.CloseSend()
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("%s: %v", meta, err)
+		}
+		if !slices.Contains(s.Names(), name) {
+			t.Fatalf("%s: not stored", meta)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func TestPeersPyarrowClient(t *testing.T) {
 	dir := t.TempDir()
 	p.write(t, dir)
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	s, addr := serve(t, Options{TLS: p.server, Allocator: alloc,
+	s, addr := serve(t, Options{TLS: p.server, Allocator: alloc, EndpointBytes: 200,
 		Tokens: map[string]string{"tok-admin": "admin", "tok-reader": "reader"},
 		Allow:  func(who string, op Op, name string) bool { return who == "admin" || name != "secret" }})
 	if err := s.Register("secret", newRaw(t, dlpack.Int8, 4)); err != nil {

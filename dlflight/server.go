@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
@@ -66,8 +67,18 @@ type Options struct {
 	// authenticates. When set, every call needs the gRPC metadata
 	// "authorization: Bearer <token>" (what pyarrow.flight sends with
 	// FlightCallOptions(headers=[(b"authorization", b"Bearer ...")]));
-	// a missing or unknown token gets codes.Unauthenticated.
+	// a missing or unknown token gets codes.Unauthenticated. It is the
+	// simple case of Authenticate, which replaces it when set.
 	Tokens map[string]string
+	// Authenticate, when set, decides who makes each call: from the
+	// call's bearer token and peer (its address and the client
+	// certificate TLS verified, for mutual TLS) it returns the principal
+	// that Allow sees, or an error: codes.Unauthenticated with the
+	// error's text, or the error's own gRPC status if it has one. It
+	// runs on every call, on the call's goroutine; expiring or signed
+	// tokens and certificate subjects plug in here. Tokens is then
+	// ignored.
+	Authenticate func(ctx context.Context, req AuthRequest) (principal string, err error)
 	// Allow, when set, decides per principal ("" without Tokens),
 	// operation and tensor name; a refusal gets codes.PermissionDenied
 	// (ListFlights leaves such names out).
@@ -81,13 +92,36 @@ type Options struct {
 	MaxTensors int
 	// MaxPutBytes bounds the bytes (message bodies and headers) of one
 	// DoPut stream;
-	// codes.ResourceExhausted beyond it. Zero: no bound.
+	// codes.ResourceExhausted beyond it. Zero: no bound. It also bounds
+	// the tensors of the parallel Puts under way together (their buffers
+	// are allocated at their first range): DefaultMaxGetBytes when zero.
 	MaxPutBytes int64
 	// Allocator allocates the bodies of received messages (aligned to
 	// 64 bytes); when nil, as for ClientOptions.Allocator.
 	Allocator memory.Allocator
 	// Transport sizes gRPC's flow-control windows and socket buffers.
 	Transport Transport
+	// StallTimeout bounds how long a DoGet may go without progress
+	// (gRPC taking a message of it or writing one out, or bytes of its
+	// connection leaving the socket for the peer: a slow link that keeps
+	// taking bytes is not a stall) while its reader does not read: the peer's connection is then closed (the peer
+	// sees codes.Unavailable, on every call it had on that connection)
+	// and the tensor's bytes gRPC held are reclaimed, so an unregistered
+	// tensor is released about StallTimeout after its reader stalled.
+	// DefaultStallTimeout when zero; negative: no bound.
+	StallTimeout time.Duration
+	// EndpointBytes: a tensor larger than this is described by
+	// GetFlightInfo as several endpoints of about this many bytes each,
+	// each a ticket for a range of rows of its first dimension
+	// (RangeTicket), so that a client fetches them on parallel streams
+	// (Client.Get does); DoGet of the name still streams the whole
+	// tensor. DefaultEndpointBytes when zero; negative: one endpoint.
+	EndpointBytes int64
+	// HandshakeTimeout bounds how long a new connection may take to
+	// complete its TLS handshake and HTTP/2 preface before the server
+	// closes it (gRPC's ConnectionTimeout, 120 s by default there).
+	// DefaultHandshakeTimeout when zero.
+	HandshakeTimeout time.Duration
 }
 
 // Server serves named tensors over Arrow Flight. Build it with NewServer,
@@ -105,6 +139,17 @@ type Server struct {
 	mu      sync.Mutex
 	tensors map[string]*entry
 	closed  bool
+	conns   conns
+	// uploads are the parallel Puts under way (s.mu).
+	uploads map[string]*upload
+	// uploadBytes is what the incomplete uploads hold (s.mu).
+	uploadBytes int64
+	// kept counts the buffers of held tensors gRPC holds, over every
+	// DoGet. It is an allocation of its own: the buffers' cleanups reach
+	// it (through their sending), and must not reach the Server, from
+	// which gRPC's transports and so the buffers themselves are
+	// reachable (a cleanup that reaches its object never runs).
+	kept *atomic.Int64
 }
 
 // entry is a held tensor: its bytes and a reference count (the map's
@@ -119,6 +164,9 @@ type entry struct {
 	mapped bool
 	// wire: the schema and its IPC message, made at the first DoGet.
 	wire atomic.Pointer[wireSchema]
+	// remote, when set, are the ranges of a tensor held by other
+	// servers (RegisterRemote); the entry has no data.
+	remote []RemoteRange
 }
 
 // wireFor returns the entry's schema message for a column named name.
@@ -157,18 +205,33 @@ func NewServer(opts Options) *Server {
 	if opts.Allocator == nil {
 		opts.Allocator = bodies
 	}
-	s := &Server{opts: opts, tensors: map[string]*entry{}}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	if opts.EndpointBytes == 0 {
+		opts.EndpointBytes = DefaultEndpointBytes
+	}
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	s := &Server{opts: opts, tensors: map[string]*entry{}, conns: conns{m: map[string]net.Conn{}}, kept: new(atomic.Int64)}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		experimental.BufferPool(frames),
 		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
-		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
+		// send checks the tensor's messages against MaxMessageBytes
+		// itself; gRPC's bound leaves room for a FlightInfo too
+		grpc.MaxSendMsgSize(max(opts.MaxMessageBytes, maxInfoBytes)),
 		grpc.StaticStreamWindowSize(window),
 		grpc.StaticConnWindowSize(connWindow),
 		grpc.ReadBufferSize(rbuf),
 		grpc.WriteBufferSize(wbuf),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.ConnectionTimeout(opts.HandshakeTimeout),
+		// Stop returns once every handler has, so that Shutdown knows
+		// what is left held.
+		grpc.WaitForHandlers(true),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			ctx, err := s.authenticate(ctx)
 			if err != nil {
@@ -199,12 +262,8 @@ type authStream struct {
 
 func (a authStream) Context() context.Context { return a.ctx }
 
-// authenticate checks the bearer token when Tokens is set and puts the
-// principal in the context.
-func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	if s.opts.Tokens == nil {
-		return context.WithValue(ctx, principalKey{}, ""), nil
-	}
+// bearer is the call's bearer token, if it has one.
+func bearer(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	var token string
 	for _, v := range md.Get("authorization") {
@@ -213,7 +272,24 @@ func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
 			token = v[len("Bearer "):]
 		}
 	}
-	if token == "" {
+	return token, token != ""
+}
+
+// authenticate runs Authenticate, or checks the bearer token when Tokens
+// is set, and puts the principal in the context.
+func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
+	if s.opts.Authenticate != nil {
+		p, err := s.opts.Authenticate(ctx, authRequest(ctx))
+		if err != nil {
+			return nil, authError(err)
+		}
+		return context.WithValue(ctx, principalKey{}, p), nil
+	}
+	if s.opts.Tokens == nil {
+		return context.WithValue(ctx, principalKey{}, ""), nil
+	}
+	token, ok := bearer(ctx)
+	if !ok {
 		return nil, status.Error(codes.Unauthenticated, "dlflight: no bearer token in the authorization metadata")
 	}
 	principal, found := "", false
@@ -347,7 +423,7 @@ func (s *Server) acquire(name string) (*entry, error) {
 // Serve answers Flight calls on lis until Shutdown; it returns nil after
 // Shutdown.
 func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(lis)
+	err := s.grpc.Serve(trackingListener{lis, &s.conns})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -355,8 +431,12 @@ func (s *Server) Serve(lis net.Listener) error {
 }
 
 // Shutdown stops the server: listeners close, calls in progress are
-// cancelled, and every held tensor is released (after the DoGets sending
-// it end). Register and DoPut fail afterwards.
+// cancelled, and every held tensor is released. A tensor whose bytes a
+// call cut off mid-stream left with gRPC, dropped without being freed,
+// is released once a garbage collection finds them unreachable:
+// Shutdown runs collections until that happens (for up to 10 s) rather
+// than leave it to the next one, so it is normally released by the time
+// Shutdown returns. Register and DoPut fail afterwards.
 func (s *Server) Shutdown() {
 	s.grpc.Stop()
 	s.mu.Lock()
@@ -367,6 +447,8 @@ func (s *Server) Shutdown() {
 	for _, e := range held {
 		e.drop()
 	}
+	s.dropUploads()
+	reclaim(func() bool { return s.kept.Load() == 0 }, reclaimWait)
 }
 
 func (s *Server) info(name string, e *entry) *flight.FlightInfo {
@@ -375,7 +457,7 @@ func (s *Server) info(name string, e *entry) *flight.FlightInfo {
 	return &flight.FlightInfo{
 		Schema:           flight.SerializeSchema(e.l.schema(name), memory.DefaultAllocator),
 		FlightDescriptor: desc,
-		Endpoint:         []*flight.FlightEndpoint{{Ticket: &flight.Ticket{Ticket: []byte(name)}}},
+		Endpoint:         s.endpoints(name, e),
 		TotalRecords:     e.l.rows,
 		TotalBytes:       e.l.nbytes,
 		AppMetadata:      i.appMetadata(),
@@ -455,9 +537,14 @@ func (s *Server) GetSchema(ctx context.Context, d *flight.FlightDescriptor) (*fl
 	return &flight.SchemaResult{Schema: info.Schema}, nil
 }
 
-// DoGet streams the tensor named by the ticket.
+// DoGet streams the tensor named by the ticket, or the rows of a
+// RangeTicket.
 func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer) error {
-	name := string(t.GetTicket())
+	rt, ranged, err := parseTicket(t.GetTicket())
+	if err != nil {
+		return err
+	}
+	name := rt.Name
 	if err := s.allowed(stream.Context(), OpRead, name); err != nil {
 		return err
 	}
@@ -466,53 +553,81 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	defer e.drop()
+	if e.remote != nil {
+		return status.Errorf(codes.FailedPrecondition, "dlflight: %q is held by other servers: fetch the endpoints of its flight info", name)
+	}
+	l, data, ws := e.l, e.data, (*wireSchema)(nil)
+	if ranged {
+		if l, err = e.l.rowsOf(rt.From, rt.To); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if l.nbytes > 0 {
+			rb := e.l.rowBytes()
+			data = e.data[rt.From*rb : rt.To*rb]
+		} else {
+			data = nil
+		}
+		ws = l.wire(name)
+	} else {
+		ws = e.wireFor(name)
+	}
 	// Each message gRPC holds keeps its own hold on the tensor, dropped
 	// when gRPC's writer frees it, which it does before it writes the
 	// call's status: the call need not wait for it (a handoff between
 	// goroutines saved), and a peer still sees the call end only after
 	// the server is done with the tensor's bytes.
-	err = send(stream.SendMsg, nil, e.wireFor(name), e.l, e.data, newSending(e), s.opts.MaxMessageBytes)
+	sd := newSending(e)
+	sd.all = s.kept
+	sendMsg := stream.SendMsg
+	if s.opts.StallTimeout > 0 {
+		stop := s.watchStall(stream.Context(), sd)
+		defer stop()
+		sendMsg = func(m any) error {
+			err := stream.SendMsg(m)
+			sd.progress.Add(1)
+			return err
+		}
+	}
+	err = send(sendMsg, nil, ws, l, data, sd, s.opts.MaxMessageBytes)
 	return statusOf(err)
 }
 
-// DoPut stores the tensor a client sends under the descriptor's name.
+// DoPut stores the tensor a client sends under the descriptor's name, or
+// a range of the rows of one (a parallel Client.Put, see putRange).
 func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
-	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, s.opts.Allocator, s.opts.MaxPutBytes)
-	var checked error
-	first := r.recv
-	r.recv = func(f *inFrame) error {
-		if err := first(f); err != nil {
-			return err
-		}
-		r.recv = first
-		name, err := nameOf(f.desc)
-		if err == nil {
-			err = s.allowed(stream.Context(), OpWrite, name)
-		}
-		if err == nil && s.opts.MaxTensors > 0 {
-			s.mu.Lock()
-			if _, held := s.tensors[name]; !held && len(s.tensors) >= s.opts.MaxTensors {
-				err = status.Errorf(codes.ResourceExhausted, "dlflight: the server holds its %d tensors", s.opts.MaxTensors)
-			}
-			s.mu.Unlock()
-		}
-		if err != nil {
-			if f.body != nil {
-				f.body.Release()
-				f.body = nil
-			}
-			checked = err
+	// The first message names the tensor; it is checked before anything
+	// more is read.
+	pre := &inFrame{alloc: s.opts.Allocator}
+	if err := stream.RecvMsg(pre); err != nil {
+		return statusOf(err)
+	}
+	refuse := func(err error) error {
+		if pre.body != nil {
+			pre.body.Release()
 		}
 		return err
 	}
-	t, err := receive(r, s.opts.Allocator)
-	if checked != nil {
-		return checked
+	if pr, ok, err := parsePutRange(pre.desc); ok {
+		if err != nil {
+			return refuse(err)
+		}
+		return s.putRange(stream, pre, pr)
 	}
+	name, err := nameOf(pre.desc)
+	if err == nil {
+		err = s.allowed(stream.Context(), OpWrite, name)
+	}
+	if err == nil {
+		err = s.roomFor(name)
+	}
+	if err != nil {
+		return refuse(err)
+	}
+	r := newFrameReader(replay(pre, stream.RecvMsg), s.opts.Allocator, s.opts.MaxPutBytes)
+	t, err := receive(r, s.opts.Allocator)
 	if err != nil {
 		return statusOf(err)
 	}
-	name, _ := nameOf(r.desc)
 	e := &entry{l: layout{}, release: t.Release}
 	if e.l, err = layoutOf(t.dtype, t.shape); err != nil {
 		t.Release()
@@ -524,6 +639,30 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return statusOf(err)
 	}
 	return stream.Send(&flight.PutResult{})
+}
+
+// replay receives pre first, then what recv receives.
+func replay(pre *inFrame, recv func(any) error) func(*inFrame) error {
+	return func(f *inFrame) error {
+		if pre != nil {
+			*f, pre = *pre, nil
+			return nil
+		}
+		return recv(f)
+	}
+}
+
+// roomFor refuses a new name beyond MaxTensors.
+func (s *Server) roomFor(name string) error {
+	if s.opts.MaxTensors <= 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, held := s.tensors[name]; !held && len(s.tensors) >= s.opts.MaxTensors {
+		return status.Errorf(codes.ResourceExhausted, "dlflight: the server holds its %d tensors", s.opts.MaxTensors)
+	}
+	return nil
 }
 
 // statusOf gives an error its gRPC status code.

@@ -228,11 +228,20 @@ func checkSchema(s *arrow.Schema) (layout, error) {
 		return layout{}, bad("field.type", fsl.Elem(), "the element type must be int8..int64, uint8..uint64, float16, float32 or float64")
 	}
 	var m struct {
-		Shape       []int64 `json:"shape"`
-		Permutation []int64 `json:"permutation"`
+		Shape       []int64  `json:"shape"`
+		Permutation []int64  `json:"permutation"`
+		DimNames    []string `json:"dim_names"`
 	}
 	if err := json.Unmarshal([]byte(extMeta), &m); err != nil {
 		return layout{}, bad(extMetaKey, extMeta, err.Error())
+	}
+	// Arrow's canonical extension spec: permutation and dim_names, when
+	// present, have one entry per dimension of the shape.
+	if m.Permutation != nil && len(m.Permutation) != len(m.Shape) {
+		return layout{}, bad(extMetaKey+".permutation", m.Permutation, fmt.Sprintf("%d entries for the %d dimensions of shape %v", len(m.Permutation), len(m.Shape), m.Shape))
+	}
+	if m.DimNames != nil && len(m.DimNames) != len(m.Shape) {
+		return layout{}, bad(extMetaKey+".dim_names", m.DimNames, fmt.Sprintf("%d names for the %d dimensions of shape %v", len(m.DimNames), len(m.Shape), m.Shape))
 	}
 	w, err := numel(m.Shape, extMetaKey+".shape")
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/godlpack/dlpack"
@@ -179,7 +181,10 @@ func CreateNPY(path string, dt dlpack.DataType, shape []int64) (*File, error) {
 // one) keeps its pages instead of faulting on them. A symbolic link is
 // followed (the link stays a link); a path that exists and is not a
 // regular file (a device, a named pipe, a directory) is refused with
-// ErrFormat, and on any error whatever was at path is left as it was.
+// ErrFormat, and on any error whatever was at path is left as it was and
+// the temporary file is removed. Temporary files of path that a killed
+// writer left, older than OrphanAge, are removed first (see
+// RemoveOrphans).
 func create(path string, header []byte, data int64) (err error) {
 	if data > 1<<62 {
 		return fieldErr(ErrLayout, "data size", data, "too large for a file")
@@ -194,6 +199,7 @@ func create(path string, header []byte, data int64) (err error) {
 	if dir == "" {
 		dir = "."
 	}
+	removeOrphans(dir, base, OrphanAge) // best effort: a create does not fail for them
 	// The mode is the one an open with O_CREAT gives (0644 less the
 	// umask) or, replacing a file, that file's: os.CreateTemp's 0600
 	// and a fixed chmod would both differ from what O_TRUNC kept.
@@ -203,7 +209,7 @@ func create(path string, header []byte, data int64) (err error) {
 	}
 	var fd *os.File
 	for range 100 {
-		name := filepath.Join(dir, "."+base+".tmp-"+strconv.FormatUint(rand.Uint64(), 36))
+		name := filepath.Join(dir, "."+base+tmpInfix+strconv.FormatUint(rand.Uint64(), 36))
 		if fd, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, fs.ErrExist) {
 			break
 		}
@@ -234,4 +240,78 @@ func create(path string, header []byte, data int64) (err error) {
 		err = os.Rename(fd.Name(), path)
 	}
 	return err
+}
+
+// tmpInfix separates the target's name and the random suffix in the name
+// of a temporary file of create: ".NAME.tmp-SUFFIX".
+const tmpInfix = ".tmp-"
+
+// OrphanAge is how old a temporary file of CreateNPY or CreateSafetensors
+// must be (since its last modification) before a later create of the
+// same path removes it as an orphan. A create writes its temporary file
+// within one call (the header, then the size reserved) and renames it at
+// once: an hour is far beyond that, so a file that old belongs to a
+// writer that was killed, not to one still creating.
+const OrphanAge = time.Hour
+
+// RemoveOrphans removes from dir the temporary files that CreateNPY and
+// CreateSafetensors writers killed during a create left behind
+// (".NAME.tmp-SUFFIX", for any NAME), when they were last modified more
+// than age ago, and returns their paths. A create already removes those
+// of its own path older than OrphanAge; RemoveOrphans serves directories
+// whose paths are never created again, or a smaller age when the caller
+// knows no writer is running (age 0 removes every such file, live ones
+// included). Files of any other name are never touched. It returns the
+// first error met, having removed what it could.
+func RemoveOrphans(dir string, age time.Duration) ([]string, error) {
+	return removeOrphans(dir, "", age)
+}
+
+// removeOrphans removes the temporary files in dir of base (of any base
+// when base is ""), older than age.
+func removeOrphans(dir, base string, age time.Duration) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var first error
+	now := time.Now()
+	for _, e := range entries {
+		if !isTemp(e.Name(), base) || !e.Type().IsRegular() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		if now.Sub(info.ModTime()) < age {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if err := os.Remove(p); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && first == nil {
+				first = err
+			}
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, first
+}
+
+// isTemp reports whether name is a temporary file of create for base
+// (for any base when base is ""): "." + base + ".tmp-" and a suffix of
+// base-36 digits.
+func isTemp(name, base string) bool {
+	i := strings.LastIndex(name, tmpInfix)
+	if i < 2 || name[0] != '.' || (base != "" && name[1:i] != base) {
+		return false
+	}
+	suffix := name[i+len(tmpInfix):]
+	if suffix == "" || len(suffix) > 13 { // 2^64-1 is 13 base-36 digits
+		return false
+	}
+	_, err := strconv.ParseUint(suffix, 36, 64)
+	return err == nil
 }

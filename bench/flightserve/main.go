@@ -2,7 +2,8 @@
 // serves float32 tensors of 1, 64 and 256 MiB on a loopback port
 // (plaintext; the port is the first line it prints) and, with -shm, first
 // creates a 256 MiB float32 .npy file there with tensorfile.CreateNPY and
-// fills it in place. It stops when its standard input closes.
+// fills it in place. Tensors are listed as endpoints of 16 MiB each. It
+// stops when its standard input closes.
 package main
 
 import (
@@ -25,7 +26,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	s := dlflight.NewServer(dlflight.Options{MaxMessageBytes: 512 << 20})
+	// 16 MiB endpoints: 4 for the 64 MiB tensor, 16 for the 256 MiB one
+	// (flight.py threads); a DoGet of the name sends it whole
+	s := dlflight.NewServer(dlflight.Options{MaxMessageBytes: 512 << 20, EndpointBytes: 16 << 20})
 	for _, sz := range []struct {
 		name string
 		rows int64
