@@ -9,7 +9,7 @@ GO ?= go
 PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx
 
 test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -238,6 +238,10 @@ flight: $(VENV)/.installed
 	$(FLIGHT_ENV) $(GO) test -count=1 ./dlflight
 	$(FLIGHT_ENV) $(GO) test -count=1 -race ./dlflight
 	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
+	@$(MAKE) --no-print-directory flight-example
+
+# examples/flight alone, without the dlflight suite.
+flight-example: $(VENV)/.installed
 	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 

@@ -81,6 +81,7 @@
 // (runtime/debug.SetPanicOnFault for the duration of the read). The
 // tensors they return point into the mapping: a consumer reading them
 // after a truncation faults in its own code, as with any mapping (NumPy's
-// memmap included); copy the data out (Copy) or make sure files
+// memmap included); copy the data out (CopyToArray, or dlpack.Produce with
+// dlpack.Request{Copy: dlpack.CopyAlways}) or make sure files
 // are replaced by rename, never rewritten in place.
 package dlarrow

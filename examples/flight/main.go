@@ -5,7 +5,7 @@
 // The certificates are made here with Go's crypto; everything stays on
 // 127.0.0.1. It ends with nothing outstanding:
 //
-//	make flight   # or: DLFLIGHT_PYTHON=.venv/bin/python go run ./examples/flight
+//	make flight-example   # or: DLFLIGHT_PYTHON=.venv/bin/python go run ./examples/flight
 //
 // The interpreter is DLFLIGHT_PYTHON, else .venv/bin/python; it needs
 // pyarrow and NumPy (examples/python/requirements.txt).
@@ -84,6 +84,9 @@ func main() {
 	py := os.Getenv("DLFLIGHT_PYTHON")
 	if py == "" {
 		py = ".venv/bin/python"
+	}
+	if _, err := os.Stat(py); err != nil {
+		log.Fatalf("no Python interpreter at %s (DLFLIGHT_PYTHON): run `make .venv/.installed` first, or set DLFLIGHT_PYTHON to a Python with pyarrow and NumPy", py)
 	}
 	_, here, _, _ := runtime.Caller(0)
 	cmd := exec.Command(py, filepath.Join(filepath.Dir(here), "client.py"), lis.Addr().String(), ca, token)

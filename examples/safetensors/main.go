@@ -61,6 +61,9 @@ func main() {
 	if py == "" {
 		py = filepath.Join(".venv", "bin", "python")
 	}
+	if _, err := os.Stat(py); err != nil {
+		log.Fatalf("no Python interpreter at %s (TENSORFILE_PYTHON): run `make .venv/.installed` first, or set TENSORFILE_PYTHON to a Python with NumPy and safetensors", py)
+	}
 	dir, err := os.MkdirTemp("", "tensorfile-example")
 	if err != nil {
 		log.Fatal(err)
