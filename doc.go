@@ -50,7 +50,9 @@
 // error releases it at once. The returned [Foreign] calls the producer's
 // deleter exactly once on Close (a cleanup does it for owners never
 // closed, and counts it), while [Borrow] releases when its callback
-// returns. Views of the data ([Slice], [ViewOf]) are valid only while the
+// returns. Whatever owns something is released by its Close method:
+// [Foreign], [Managed], and the [ManagedTensorVersioned] an [Export]
+// returns when it never reaches C, as in every bridge. Views of the data ([Slice], [ViewOf]) are valid only while the
 // tensor is open, and read-only data is never handed out writable.
 //
 // # A round trip through C

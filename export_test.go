@@ -509,3 +509,26 @@ func TestImmediateDoubleReleaseCaught(t *testing.T) {
 	}
 	assert.Zero(t, dlpack.Outstanding())
 }
+
+// What Export and ExportLegacy return is released from Go by its own
+// Close, and a second Close of our export is refused and counted.
+func TestExportClose(t *testing.T) {
+	m, err := dlpack.Export([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dlpack.Outstanding())
+	require.NoError(t, m.Close())
+	requireNoOutstanding(t)
+	before := dlpack.ReadStats().BadReleases
+	require.NoError(t, m.Close())
+	assert.Equal(t, before+1, dlpack.ReadStats().BadReleases, "a second Close is refused, not a double free")
+
+	l, err := dlpack.ExportLegacy([]int32{1, 2}, []int64{2})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dlpack.Outstanding())
+	require.NoError(t, l.Close())
+	requireNoOutstanding(t)
+
+	var none *dlpack.ManagedTensorVersioned
+	require.NoError(t, none.Close())
+	require.NoError(t, dlpack.Managed{}.Close())
+}

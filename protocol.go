@@ -113,15 +113,48 @@ func (m Managed) Import(opts ...ImportOption) (Foreign, error) {
 	return Import(unsafe.Pointer(m.Versioned), opts...)
 }
 
-// Release calls the tensor's deleter (if any): for a consumer that gives
-// up a tensor it will not use. The zero Managed is a no-op.
-func (m Managed) Release() {
+// Close calls the tensor's deleter (if any): for a holder that gives up
+// a tensor it will not use or hand on. The zero Managed is a no-op. Close
+// at most once, and never after handing m on: the deleter frees the
+// struct. It returns nil (a deleter reports nothing); the error is there
+// so that every owner of the library closes the same way (io.Closer).
+func (m Managed) Close() error {
 	switch {
 	case m.Versioned != nil:
-		callDeleter(m.Versioned.Deleter, uintptr(unsafe.Pointer(m.Versioned)))
+		return m.Versioned.Close()
 	case m.Legacy != nil:
-		callDeleter(m.Legacy.Deleter, uintptr(unsafe.Pointer(m.Legacy)))
+		return m.Legacy.Close()
 	}
+	return nil
+}
+
+// Release is Close without its (always nil) error.
+// Close is the name every owner of the library has; Release stays for
+// the callers that have it.
+func (m Managed) Release() { _ = m.Close() }
+
+// Close calls m's deleter, if it has one, with m: what a holder of the
+// tensor that does not hand it on does, such as the caller of Export
+// whose C consumer refused it. Close at most once, and never after handing
+// m to a consumer (which then owns it): the deleter frees the struct. For
+// a tensor this package exported, a second call is refused and counted
+// (Stats.BadReleases) as long as the struct was not reused by a later
+// export. A nil m is a no-op. It returns nil (a deleter reports nothing);
+// the error is there so that every owner closes the same way (io.Closer).
+func (m *ManagedTensorVersioned) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
+}
+
+// Close calls m's deleter, if it has one, with m: ManagedTensorVersioned's
+// Close for the legacy struct, with the same rules.
+func (m *ManagedTensor) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
 }
 
 // Producer is a Go value that holds a tensor and hands it out: the Go

@@ -184,8 +184,16 @@ func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
 // and timestamps (a timestamp's time zone is in its Arrow type).
 func (t *Tensor) Unit() string { return t.st.unit }
 
-// Release drops the Tensor's reference to its array (and file); exports
-// keep their own. It is idempotent.
+// Close drops the Tensor's reference to its array (and file); exports
+// keep their own. It is idempotent and returns nil.
+func (t *Tensor) Close() error {
+	t.Release()
+	return nil
+}
+
+// Release is Close without its (always nil) error.
+// Close is the name every owner of the library has; Release stays for
+// the callers that have it.
 func (t *Tensor) Release() {
 	if t.released.CompareAndSwap(false, true) {
 		t.refs.ReleaseTensor()

@@ -102,7 +102,7 @@ func TestFromArrayEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	d, r := describe(t, tn)
 	defer r.ReleaseTensor()
 	if len(d.Shape) != 1 || d.Shape[0] != 0 || d.Size != 0 {

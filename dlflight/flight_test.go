@@ -106,7 +106,9 @@ func TestReleaseOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, b)
-	got.Release()
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !s.Unregister("x") || s.Unregister("x") {
 		t.Fatal("Unregister twice")
 	}

@@ -102,10 +102,18 @@ func (t *Tensor) DataAddr() uintptr {
 // is).
 func (t *Tensor) Aligned() bool { return t.DataAddr()%Align == 0 }
 
-// Release drops the Tensor's reference; exports already made stay valid.
+// Close drops the Tensor's reference; exports already made stay valid.
 // Calling it again does nothing. It may race DLPack and DescribeTensor
 // on other goroutines: an export then either holds the body or fails
-// with dlpack.ErrClosed, and the body is freed once.
+// with dlpack.ErrClosed, and the body is freed once. It returns nil.
+func (t *Tensor) Close() error {
+	t.Release()
+	return nil
+}
+
+// Release is Close without its (always nil) error.
+// Close is the name every owner of the library has; Release stays for
+// the callers that have it.
 func (t *Tensor) Release() {
 	if t.released.CompareAndSwap(false, true) {
 		t.owner.ReleaseTensor()

@@ -308,6 +308,10 @@ func (t *Tensor) Destroy() error {
 	return nil
 }
 
+// Close is Destroy: the name every owner of this library has for
+// releasing what it owns (Destroy is the name onnxruntime_go's values use).
+func (t *Tensor) Close() error { return t.Destroy() }
+
 // dropOwner releases the ONNX Runtime values at once (the consumers hold
 // the memory, not the values) and the owner's share of the memory.
 func (s *state) dropOwner() {

@@ -198,8 +198,8 @@ func TestEveryElementType(t *testing.T) {
 			y, err := dlonnx.NewOutput(dt, n)
 			require.NoError(t, err)
 			require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
-			x.Destroy()
-			assert.Equal(t, int64(1), ct.Deletes(), "the producer's deleter ran once, at Destroy")
+			require.NoError(t, x.Close())
+			assert.Equal(t, int64(1), ct.Deletes(), "the producer's deleter ran once, at Close")
 
 			g, err := dlpack.From(y)
 			require.NoError(t, err)

@@ -27,6 +27,9 @@ func NewOutput(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
 // Destroy does nothing without cgo.
 func (t *Tensor) Destroy() error { return nil }
 
+// Close does nothing without cgo.
+func (t *Tensor) Close() error { return nil }
+
 // Copied reports false without cgo.
 func (t *Tensor) Copied() bool { return false }
 
@@ -56,6 +59,9 @@ func NewSession(model []byte) (*Session, error) { return nil, dlpack.ErrCgoRequi
 // Destroy does nothing without cgo.
 func (s *Session) Destroy() error { return nil }
 
+// Close does nothing without cgo.
+func (s *Session) Close() error { return nil }
+
 // Inputs returns nil without cgo.
 func (s *Session) Inputs() []Info { return nil }
 
@@ -84,6 +90,9 @@ func FromValue(v unsafe.Pointer) (*Output, error) { return nil, dlpack.ErrCgoReq
 
 // Destroy does nothing without cgo.
 func (o *Output) Destroy() error { return nil }
+
+// Close does nothing without cgo.
+func (o *Output) Close() error { return nil }
 
 // DType returns the zero DataType without cgo.
 func (o *Output) DType() dlpack.DataType { return dlpack.DataType{} }
