@@ -371,7 +371,7 @@ func BenchmarkProtocolGoToGo(b *testing.B) {
 func BenchmarkProtocolProduce(b *testing.B) {
 	b.ReportAllocs()
 	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	for b.Loop() {
 		m, err := a.DLPack(req)
 		if err != nil {

@@ -34,7 +34,7 @@
 // From uses no C at all.
 //
 //	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
-//	m, err := dlpack.Produce(a, dlpack.DefaultRequest()) // m.Pointer() for C
+//	m, err := dlpack.Produce(a, dlpack.Request{}) // m.Pointer() for C
 //	...
 //	f, err := dlpack.From(a) // Go to Go: a Foreign sharing a's memory
 //	defer f.Close()

@@ -41,6 +41,6 @@ func TestProtocolWithoutCgo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, a.Data, xs)
 	require.NoError(t, f.Close())
-	_, err = a.DLPack(dlpack.DefaultRequest())
+	_, err = a.DLPack(dlpack.Request{})
 	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
 }

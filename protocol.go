@@ -56,13 +56,19 @@ func (m CopyMode) String() string {
 // arguments of Python's __dlpack__(stream, max_version, dl_device, copy),
 // plus whether the consumer will write.
 //
-// The zero Request asks for a legacy DLManagedTensor, as Python's
-// max_version=None does; Go consumers start from DefaultRequest.
+// The zero Request is the modern default: a DLManagedTensorVersioned of
+// this package's version, shared when possible and copied when needed, on
+// the producer's device. A legacy DLManagedTensor (what Python's
+// max_version=None asks for) is asked for explicitly, with Legacy.
 type Request struct {
-	// MaxVersion is the highest DLPack version the consumer reads. A major
-	// version below 1 asks for a legacy DLManagedTensor; 1 or more for a
-	// DLManagedTensorVersioned of this package's version.
+	// MaxVersion is the highest DLPack version the consumer reads: the zero
+	// Version (not stated) or 1.x and later get a DLManagedTensorVersioned
+	// of this package's version; a stated version below 1 (0.8, say) gets
+	// a legacy DLManagedTensor, as Legacy does.
 	MaxVersion Version
+	// Legacy asks for a legacy (pre-1.0) DLManagedTensor, which carries no
+	// flags: read-only data then goes as a copy (see Copy).
+	Legacy bool
 	// Copy says whether the producer may, must or must not copy.
 	Copy CopyMode
 	// Device is the device the consumer wants the data on; the zero Device
@@ -77,12 +83,11 @@ type Request struct {
 	Writable bool
 }
 
-// DefaultRequest is the request From sends: a versioned tensor of this
-// package's version, shared when possible, on the producer's device.
-func DefaultRequest() Request { return Request{MaxVersion: CurrentVersion} }
-
-// Legacy reports whether the request asks for a legacy DLManagedTensor.
-func (r Request) Legacy() bool { return r.MaxVersion.Major < 1 }
+// IsLegacy reports whether the request asks for a legacy DLManagedTensor:
+// Legacy is set, or MaxVersion is stated and below 1.0.
+func (r Request) IsLegacy() bool {
+	return r.Legacy || (r.MaxVersion != Version{} && r.MaxVersion.Major < 1)
+}
 
 // Managed is a managed tensor handed from a producer to a consumer: exactly
 // one of its fields is set, as negotiated by the Request. Whoever holds it
@@ -437,12 +442,12 @@ func negotiate(c *checked, req *Request, hostData bool) (copyData bool, err erro
 		return false, fieldErr(ErrRequest, "request.copy", req.Copy, "unknown copy mode")
 	}
 	readOnly := !c.writable
-	copyData = req.Copy == CopyAlways || (readOnly && (req.Legacy() || req.Writable))
+	copyData = req.Copy == CopyAlways || (readOnly && (req.IsLegacy() || req.Writable))
 	if !copyData {
 		return false, nil
 	}
 	if req.Copy == CopyNever {
-		if req.Legacy() {
+		if req.IsLegacy() {
 			return false, fieldErr(ErrReadOnly, "request.max_version", req.MaxVersion,
 				"read-only data needs a versioned tensor (legacy ones cannot carry the flag) or a copy, and the request forbids copies")
 		}
@@ -518,7 +523,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 		releaseOwner(owner)
 		return Managed{}, err
 	}
-	legacy := req.Legacy()
+	legacy := req.IsLegacy()
 	if copyData {
 		var src unsafe.Pointer
 		if c.numel > 0 {
@@ -664,7 +669,7 @@ func numelOf(shape []int64) int64 {
 
 // ---- The consumer entry ----------------------------------------------------
 
-// From takes any Producer's tensor as a Foreign, sending DefaultRequest
+// From takes any Producer's tensor as a Foreign, sending the zero Request
 // (RequireWritable among opts makes it a writing request).
 //
 // A Source (Array, Buffer, Foreign, the bridges' types) is taken Go to Go:
@@ -776,12 +781,12 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		if c.numel > 0 {
 			first = unsafe.Add(data, byteOff)
 		}
-		p, err := exportCopy(&c, first, req.Legacy())
+		p, err := exportCopy(&c, first, req.IsLegacy())
 		releaseOwner(o)
 		if err != nil {
 			return Foreign{}, err
 		}
-		return managedOf(p, req.Legacy()).Import(opts...)
+		return managedOf(p, req.IsLegacy()).Import(opts...)
 	}
 	if s.c.numel > 0 && d.Data != nil {
 		s.goBase, s.goOff = unsafe.Add(d.Data, d.ByteOffset), 0
@@ -985,8 +990,8 @@ func (b *Buffer[T]) DLPack(req Request) (Managed, error) {
 	if !shareAsIs {
 		return Produce(b, req)
 	}
-	p, err := b.export(nil, nil, req.Legacy())
-	return managedOf(p, req.Legacy()), err
+	p, err := b.export(nil, nil, req.IsLegacy())
+	return managedOf(p, req.IsLegacy()), err
 }
 
 // DescribeTensor implements Source, which makes a Foreign re-exportable:

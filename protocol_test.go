@@ -130,7 +130,7 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 	for i := range xs {
 		xs[i] = float32(i)
 	}
-	m, err := dlpack.NewArray(xs, 2, 3).DLPack(dlpack.DefaultRequest())
+	m, err := dlpack.NewArray(xs, 2, 3).DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	require.NotNil(t, m.Versioned)
 	assert.Nil(t, m.Legacy)
@@ -144,7 +144,7 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 
 func TestProduceReleasesOwnerOnce(t *testing.T) {
 	s := newCounting(6, 2, 3)
-	m, err := dlpack.Produce(s, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(s, dlpack.Request{})
 	require.NoError(t, err)
 	runtime.GC()
 	assert.Zero(t, s.own.released.Load(), "the owner is held until the deleter")
@@ -157,7 +157,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	s := newCounting(4, 4)
 	s.readOnly = true
 	// A legacy consumer (JAX asks with stream=None only) gets a copy.
-	m, err := dlpack.Produce(s, dlpack.Request{})
+	m, err := dlpack.Produce(s, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
 	assert.True(t, m.IsLegacy())
@@ -168,7 +168,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	m.Release()
 
 	// Unless copies are forbidden.
-	_, err = dlpack.Produce(s, dlpack.Request{Copy: dlpack.CopyNever})
+	_, err = dlpack.Produce(s, dlpack.Request{Legacy: true, Copy: dlpack.CopyNever})
 	assert.ErrorIs(t, err, dlpack.ErrReadOnly)
 	var fe *dlpack.FieldError
 	require.ErrorAs(t, err, &fe)
@@ -176,7 +176,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	assert.Equal(t, int64(2), s.own.released.Load(), "a refused description is released too")
 
 	// A versioned consumer shares it, flagged.
-	m, err = dlpack.Produce(s, dlpack.DefaultRequest())
+	m, err = dlpack.Produce(s, dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, dlpack.FlagReadOnly, m.Versioned.Flags)
 	assert.Equal(t, uintptr(unsafe.Pointer(&s.data[0])), m.Versioned.DLTensor.Data)
@@ -252,7 +252,7 @@ func TestDescriptionErrors(t *testing.T) {
 			s := newCounting(4, 4)
 			c.mut(s)
 			for _, produce := range []func() error{
-				func() error { _, err := dlpack.Produce(s, dlpack.DefaultRequest()); return err },
+				func() error { _, err := dlpack.Produce(s, dlpack.Request{}); return err },
 				func() error { _, err := dlpack.From(s); return err },
 			} {
 				err := produce()
@@ -276,10 +276,10 @@ func TestReexportChain(t *testing.T) {
 		ct := cshim.Make(cpuF32([]int64{2, 3}, f32s(1, 2, 3, 4, 5, 6)))
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err)
-		m1, err := f.DLPack(dlpack.DefaultRequest())
+		m1, err := f.DLPack(dlpack.Request{})
 		require.NoError(t, err)
 		assert.Equal(t, f.DataAddr(), m1.Versioned.DLTensor.Data, "handed on without a copy")
-		m2, err := dlpack.Produce(f, dlpack.Request{}) // legacy, writable data: shared too
+		m2, err := dlpack.Produce(f, dlpack.Request{Legacy: true}) // legacy, writable data: shared too
 		require.NoError(t, err)
 		assert.Equal(t, f.DataAddr(), m2.Legacy.DLTensor.Data)
 		assert.Equal(t, 21.0, cshim.SumVersioned(m1.Pointer()))
@@ -316,14 +316,14 @@ func TestReexportGoToGo(t *testing.T) {
 	assert.Equal(t, int64(1), ct.Deletes())
 
 	// A closed Foreign cannot be handed on.
-	_, err = f.DLPack(dlpack.DefaultRequest())
+	_, err = f.DLPack(dlpack.Request{})
 	assert.ErrorIs(t, err, dlpack.ErrClosed)
 }
 
 func TestReexportBorrowedRefused(t *testing.T) {
 	ct := cshim.Make(cpuF32([]int64{3}, f32s(1, 2, 3)))
 	err := dlpack.Borrow(ct.Ptr, func(f dlpack.Foreign) error {
-		_, err := f.DLPack(dlpack.DefaultRequest())
+		_, err := f.DLPack(dlpack.Request{})
 		return err
 	})
 	assert.ErrorIs(t, err, dlpack.ErrBorrowed)
@@ -336,7 +336,7 @@ func TestReexportReadOnlyLegacyCopies(t *testing.T) {
 	ct := cshim.Make(spec)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	m, err := f.DLPack(dlpack.Request{}) // a legacy consumer, as JAX is
+	m, err := f.DLPack(dlpack.Request{Legacy: true}) // a legacy consumer, as JAX is
 	require.NoError(t, err)
 	assert.NotEqual(t, f.DataAddr(), m.Legacy.DLTensor.Data)
 	assert.Equal(t, 6.0, cshim.SumLegacy(m.Pointer()))
@@ -355,7 +355,7 @@ func TestReexportConcurrent(t *testing.T) {
 		var ms []unsafe.Pointer
 		var gs []dlpack.Foreign
 		for i := 0; i < 8; i++ {
-			m, err := f.DLPack(dlpack.DefaultRequest())
+			m, err := f.DLPack(dlpack.Request{})
 			require.NoError(t, err)
 			ms = append(ms, m.Pointer())
 			g, err := dlpack.From(f)
@@ -400,7 +400,7 @@ type plainProducer struct{ xs []int64 }
 
 func (p plainProducer) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 func (p plainProducer) DLPack(req dlpack.Request) (dlpack.Managed, error) {
-	if req.Legacy() {
+	if req.IsLegacy() {
 		m, err := dlpack.ExportLegacy(p.xs, []int64{int64(len(p.xs))})
 		return dlpack.Managed{Legacy: m}, err
 	}
@@ -419,7 +419,7 @@ func TestFromPlainProducer(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.Zero(t, dlpack.Outstanding())
 
-	f, err = dlpack.FromRequest(p, dlpack.Request{})
+	f, err = dlpack.FromRequest(p, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	assert.True(t, f.Legacy())
 	require.NoError(t, f.Close())
@@ -431,7 +431,7 @@ func TestBufferAsSource(t *testing.T) {
 	copy(b.Data(), []int16{1, 2, 3, 4})
 	f, err := dlpack.From(b)
 	require.NoError(t, err)
-	m, err := b.DLPack(dlpack.DefaultRequest())
+	m, err := b.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	xs, err := dlpack.Slice[int16](f)
@@ -463,7 +463,7 @@ func TestAlignedSlice(t *testing.T) {
 
 func TestEmptyArrayProduce(t *testing.T) {
 	a := dlpack.NewArray([]float32{}, 0, 3)
-	m, err := a.DLPack(dlpack.DefaultRequest())
+	m, err := a.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	assert.NotZero(t, m.Versioned.DLTensor.Data, "never NULL")
 	f, err := m.Import()
@@ -488,7 +488,7 @@ func TestManagedZero(t *testing.T) {
 // when the request needs a copy (a read-only one for a legacy consumer).
 func TestEmptyNilDataCopies(t *testing.T) {
 	a := &dlpack.Array[float64]{Shape: []int64{0}, ReadOnly: true}
-	m, err := a.DLPack(dlpack.Request{})
+	m, err := a.DLPack(dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
 	f, err := m.Import()
@@ -509,13 +509,13 @@ func TestBufferDLPackPureC(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	before := dlpack.ReadStats()
-	m, err := b.DLPack(dlpack.DefaultRequest())
+	m, err := b.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, before.BufferExports+1, dlpack.ReadStats().BufferExports, "the buffer's own export")
 	assert.Equal(t, before.GoExports, dlpack.ReadStats().GoExports)
 	assert.Equal(t, uintptr(unsafe.Pointer(&b.Data()[0])), m.Versioned.DLTensor.Data)
 	cshim.ReleaseOnThreads([]unsafe.Pointer{m.Pointer()}, 1, false)
-	m, err = b.DLPack(dlpack.Request{})
+	m, err = b.DLPack(dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
 	m.Release()
@@ -526,4 +526,27 @@ func TestBufferDLPackPureC(t *testing.T) {
 	_, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 3, HasStream: true})
 	assert.ErrorIs(t, err, dlpack.ErrRequest)
 	// From's allocations: TestHotPathAllocations.
+}
+
+// The zero Request is the modern default: a versioned tensor of this
+// package's version, shared; legacy is asked for explicitly, by Legacy or
+// a stated MaxVersion below 1.0.
+func TestZeroRequestIsVersioned(t *testing.T) {
+	xs := dlpack.AlignedSlice[float32](6)
+	a := dlpack.NewArray(xs, 2, 3)
+	m, err := dlpack.Produce(a, dlpack.Request{})
+	require.NoError(t, err)
+	require.NotNil(t, m.Versioned, "the zero Request gets a versioned tensor")
+	assert.Equal(t, dlpack.CurrentVersion, m.Versioned.Version)
+	assert.Equal(t, uintptr(unsafe.Pointer(&xs[0])), m.Versioned.DLTensor.Data, "shared, not copied")
+	assert.False(t, dlpack.Request{}.IsLegacy())
+	require.NoError(t, m.Close())
+	for _, req := range []dlpack.Request{{Legacy: true}, {MaxVersion: dlpack.Version{Minor: 8}}} {
+		assert.True(t, req.IsLegacy(), "%+v", req)
+		m, err := dlpack.Produce(a, req)
+		require.NoError(t, err)
+		require.NotNil(t, m.Legacy, "%+v asks for a legacy tensor", req)
+		require.NoError(t, m.Close())
+	}
+	requireNoOutstanding(t)
 }

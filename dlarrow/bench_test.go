@@ -31,7 +31,7 @@ func BenchmarkArrowProduce(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer t.Release()
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	for b.Loop() {
 		m, err := t.DLPack(req)
 		if err != nil {
@@ -47,7 +47,7 @@ func BenchmarkArrowExport(b *testing.B) {
 	b.ReportAllocs()
 	col := float32Column(1024)
 	defer col.Release()
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	for b.Loop() {
 		t, err := dlarrow.FromArray(col)
 		if err != nil {

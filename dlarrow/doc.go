@@ -25,7 +25,7 @@
 //	t, err := dlarrow.FromArray(arr)           // retains arr
 //	if err != nil { return err }               // nulls, booleans, strings, ...
 //	defer t.Release()
-//	m, err := dlpack.Produce(t, dlpack.DefaultRequest()) // hand m to C, Rust, Python
+//	m, err := dlpack.Produce(t, dlpack.Request{}) // hand m to C, Rust, Python
 //
 // Arrow's reference count and DLPack's deleter are joined: every export
 // retains the array (and the mapped file) and its deleter releases it, so

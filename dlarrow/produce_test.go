@@ -25,7 +25,7 @@ func TestProduceToCThreads(t *testing.T) {
 	full.Release()
 	var ptrs []unsafe.Pointer
 	for range 8 {
-		m, err := produce(arr, dlpack.DefaultRequest())
+		m, err := produce(arr, dlpack.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestProduceRequests(t *testing.T) {
 	shared := valuesAddr(arr, 0, 4)
 
 	// legacy: cannot say read-only, so a copy
-	m, err := tn.DLPack(dlpack.Request{})
+	m, err := tn.DLPack(dlpack.Request{Legacy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +71,11 @@ func TestProduceRequests(t *testing.T) {
 	}
 	m.Release()
 	// ... and refused when copies are forbidden
-	if _, err := tn.DLPack(dlpack.Request{Copy: dlpack.CopyNever}); err == nil {
+	if _, err := tn.DLPack(dlpack.Request{Legacy: true, Copy: dlpack.CopyNever}); err == nil {
 		t.Error("legacy with CopyNever: no error")
 	}
 	// writable: a copy
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	req.Writable = true
 	m, err = tn.DLPack(req)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestProduceRequests(t *testing.T) {
 		t.Errorf("writable with CopyNever: %v", err)
 	}
 	// copy=True
-	req = dlpack.DefaultRequest()
+	req = dlpack.Request{}
 	req.Copy = dlpack.CopyAlways
 	m, err = tn.DLPack(req)
 	if err != nil {
@@ -101,7 +101,7 @@ func TestProduceRequests(t *testing.T) {
 	}
 	m.Release()
 	// a device the array is not on
-	req = dlpack.DefaultRequest()
+	req = dlpack.Request{}
 	req.Device = dlpack.Device{Type: dlpack.CUDA}
 	if _, err := tn.DLPack(req); !errors.Is(err, dlpack.ErrDevice) {
 		t.Errorf("CUDA request: %v", err)
@@ -146,7 +146,7 @@ func TestFromGoToGo(t *testing.T) {
 func TestArrowRoundTrip(t *testing.T) {
 	mem := checked(t)
 	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Uint16, "[1, 2, 3]")
-	m, err := produce(arr, dlpack.DefaultRequest())
+	m, err := produce(arr, dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestConcurrentExports(t *testing.T) {
 		go func() {
 			for range 200 {
 				if g%2 == 0 {
-					m, err := tn.DLPack(dlpack.DefaultRequest())
+					m, err := tn.DLPack(dlpack.Request{})
 					if err != nil {
 						done <- err
 						return
@@ -216,7 +216,7 @@ func TestEmptyArrayEveryRequest(t *testing.T) {
 	col := array.MakeFromData(arr)
 	arr.Release()
 	defer col.Release()
-	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
+	for _, req := range []dlpack.Request{dlpack.Request{}, {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
 		m, err := produce(col, req)
 		if err != nil {
 			t.Fatalf("%+v: %v", req, err)
@@ -246,7 +246,7 @@ func TestRepeatedExportsOfOneTensor(t *testing.T) {
 	arr.Release()
 	var ptrs []unsafe.Pointer
 	for range 16 {
-		m, err := tn.DLPack(dlpack.DefaultRequest())
+		m, err := tn.DLPack(dlpack.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}

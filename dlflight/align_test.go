@@ -24,7 +24,7 @@ func TestAlignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := got.DLPack(dlpack.DefaultRequest())
+	m, err := got.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +49,12 @@ func TestAlignment(t *testing.T) {
 	if _, err := dlpack.From(odd); !errors.Is(err, dlpack.ErrAlignment) {
 		t.Fatalf("From: %v", err)
 	}
-	never := dlpack.DefaultRequest()
+	never := dlpack.Request{}
 	never.Copy = dlpack.CopyNever
 	if _, err := odd.DLPack(never); !errors.Is(err, dlpack.ErrRequest) {
 		t.Fatalf("CopyNever: %v", err)
 	}
-	m, err = odd.DLPack(dlpack.DefaultRequest())
+	m, err = odd.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestReleaseRacesDLPack(t *testing.T) {
 				defer wg.Done()
 				<-start
 				runtime.Gosched()
-				m, err := tn.DLPack(dlpack.DefaultRequest())
+				m, err := tn.DLPack(dlpack.Request{})
 				if err != nil {
 					if !errors.Is(err, dlpack.ErrClosed) {
 						t.Errorf("DLPack: %v", err)
@@ -77,7 +77,7 @@ func TestReleaseBetweenCheckAndHold(t *testing.T) {
 		tn := &Tensor{dtype: dlpack.Float32, shape: []int64{64}, data: body[off : off+4*64],
 			owner: newOwner(func() { released++ })}
 		acquireHook = func() { tn.Release() }
-		m, err := tn.DLPack(dlpack.DefaultRequest())
+		m, err := tn.DLPack(dlpack.Request{})
 		acquireHook = nil
 		if err == nil {
 			m.Release()

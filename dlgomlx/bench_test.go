@@ -31,7 +31,7 @@ func BenchmarkOut(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m, err := e.DLPack(dlpack.DefaultRequest())
+				m, err := e.DLPack(dlpack.Request{})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -51,7 +51,7 @@ func TestConcurrentExports(t *testing.T) {
 					}
 					f.Close()
 				} else {
-					m, err := e.DLPack(dlpack.DefaultRequest())
+					m, err := e.DLPack(dlpack.Request{})
 					if refused(err) {
 						return
 					} else if err != nil {

@@ -327,7 +327,7 @@ func TestDeviceOnlyTensorIsCopiedOnce(t *testing.T) {
 	if d := dlgomlx.ReadStats().Copies - before.Copies; d != 1 {
 		t.Fatalf("%d copies, want 1", d)
 	}
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestCopyFromTensor(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.MustFinalizeAll()
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func ExampleCopyFromTensor() {
 		panic(err)
 	}
 	t.MustFinalizeAll() // the copy owes nothing to t
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		panic(err)
 	}

@@ -54,7 +54,7 @@ func TestNilInputs(t *testing.T) {
 			return err
 		}},
 		{"(*Tensor)(nil).DLPack", dlpack.ErrNilPointer, func() error {
-			m, err := nilExport.DLPack(dlpack.DefaultRequest())
+			m, err := nilExport.DLPack(dlpack.Request{})
 			if err == nil {
 				m.Release()
 			}

@@ -36,7 +36,7 @@ func TestWithoutCgo(t *testing.T) {
 		t.Fatalf("%v %v", v, err)
 	}
 	f.Close()
-	if _, err := e.DLPack(dlpack.DefaultRequest()); !errors.Is(err, dlpack.ErrCgoRequired) {
+	if _, err := e.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Fatalf("DLPack without cgo: %v", err)
 	}
 	if dlgomlx.Exports(x) != 0 {

@@ -52,9 +52,9 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := dlpack.DefaultRequest()
+			req := dlpack.Request{}
 			if i%2 == 1 {
-				req = dlpack.Request{} // legacy: read-only data is copied for it
+				req = dlpack.Request{Legacy: true} // legacy: read-only data is copied for it
 			}
 			m, err := e.DLPack(req)
 			if err != nil {

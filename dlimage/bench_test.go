@@ -34,7 +34,7 @@ func BenchmarkProduceRelease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
 		m, err := dlpack.Produce(t, req)

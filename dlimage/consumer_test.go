@@ -275,7 +275,7 @@ func TestRoundTrip(t *testing.T) {
 	sub := src.SubImage(image.Rect(2, 1, 7, 3)).(*image.NRGBA)
 	tn, err := dlimage.FromImage(sub)
 	require.NoError(t, err)
-	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(tn, dlpack.Request{})
 	require.NoError(t, err)
 	f, err := m.Import()
 	require.NoError(t, err)

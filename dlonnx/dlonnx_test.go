@@ -320,7 +320,7 @@ func TestOneLifetime(t *testing.T) {
 			require.NoError(t, err)
 			x, err := dlonnx.ToValue(f)
 			require.NoError(t, err)
-			m, err := dlpack.Produce(x, dlpack.DefaultRequest())
+			m, err := dlpack.Produce(x, dlpack.Request{})
 			require.NoError(t, err)
 			steps := []func(){func() { x.Destroy() }, func() { f.Close() }, func() { m.Release() }}
 			for i, k := range order {
@@ -345,9 +345,9 @@ func TestOutputOutlivesDestroy(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	x.Destroy()
-	m, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
-	legacy, err := dlpack.Produce(y, dlpack.Request{})
+	legacy, err := dlpack.Produce(y, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, legacy.Legacy)
 	y.Destroy()
@@ -357,7 +357,7 @@ func TestOutputOutlivesDestroy(t *testing.T) {
 	cshim.ReleaseVersioned(m.Pointer())
 	cshim.ReleaseLegacy(legacy.Pointer())
 	assert.Equal(t, int64(0), dlpack.Outstanding())
-	_, err = dlpack.Produce(y, dlpack.DefaultRequest())
+	_, err = dlpack.Produce(y, dlpack.Request{})
 	assert.ErrorIs(t, err, dlpack.ErrClosed, "nothing left to hand out")
 }
 

@@ -82,7 +82,7 @@ func TestPool(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
 			assert.Equal(t, want, floats(t, y))
-			m, err := dlpack.Produce(y, dlpack.DefaultRequest()) // a C consumer outlives Destroy
+			m, err := dlpack.Produce(y, dlpack.Request{}) // a C consumer outlives Destroy
 			require.NoError(t, err)
 			y.Destroy()
 			x.Destroy()

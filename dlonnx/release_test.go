@@ -98,7 +98,7 @@ func releaseInOrder(t *testing.T, order []string) {
 	require.NoError(t, err)
 	fo, err := dlpack.From(o)
 	require.NoError(t, err)
-	m, err := dlpack.Produce(o, dlpack.DefaultRequest()) // a C consumer
+	m, err := dlpack.Produce(o, dlpack.Request{}) // a C consumer
 	require.NoError(t, err)
 
 	for i, step := range order {

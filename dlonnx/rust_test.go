@@ -34,9 +34,9 @@ func TestRustBothWays(t *testing.T) {
 	x.Destroy()
 	assert.Equal(t, int64(0), dlparkpeer.Live(), "dlpark's tensor released at Destroy")
 
-	m, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
-	m2, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m2, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
 	y.Destroy() // dlpark's references keep the memory
 	assert.Equal(t, 6.5, dlparkpeer.ConsumeSum(m.Pointer()))

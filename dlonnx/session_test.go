@@ -311,7 +311,7 @@ func TestAdoptFnuz(t *testing.T) {
 	assert.Equal(t, []byte{0x00, 0x40, 0x44, 0xc0}, outs[1].Bytes())
 	for _, o := range outs {
 		assert.Equal(t, []int64{4}, o.Shape())
-		m, err := dlpack.Produce(o, dlpack.DefaultRequest())
+		m, err := dlpack.Produce(o, dlpack.Request{})
 		require.NoError(t, err)
 		o.Destroy()
 		m.Release()

@@ -187,7 +187,8 @@ func Wrap(obj uintptr) (*Object, error) {
 func (o *Object) DLPackDevice() dlpack.Device { return o.device }
 
 // DLPack calls the object's __dlpack__ with req's arguments: stream if
-// req.HasStream, max_version if req.MaxVersion.Major >= 1, dl_device if
+// req.HasStream, max_version unless req.IsLegacy (the zero MaxVersion
+// sends (1, 3), this package's version), dl_device if
 // req.Device is not the zero Device, copy unless CopyIfNeeded; a producer
 // that rejects max_version with TypeError is asked again without it (when
 // neither copy nor dl_device is asked). The tensor is handed over as the
@@ -204,8 +205,12 @@ func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 	if req.HasStream {
 		a.has_stream, a.stream = 1, C.longlong(req.Stream)
 	}
-	if req.MaxVersion.Major >= 1 {
-		a.major, a.minor = C.longlong(req.MaxVersion.Major), C.longlong(req.MaxVersion.Minor)
+	if !req.IsLegacy() {
+		v := req.MaxVersion
+		if v == (dlpack.Version{}) {
+			v = dlpack.CurrentVersion
+		}
+		a.major, a.minor = C.longlong(v.Major), C.longlong(v.Minor)
 	}
 	if req.Device != (dlpack.Device{}) {
 		a.has_device, a.device_type, a.device_id = 1, C.longlong(req.Device.Type), C.longlong(req.Device.ID)

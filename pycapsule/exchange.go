@@ -69,7 +69,7 @@ var (
 //   - managed_tensor_from_py_object_no_sync(obj, out) refuses (TypeError)
 //     objects that are not instances of pyType or a subtype. The first
 //     call for an object asks t.Producer(obj) for the producer and the
-//     producer for a versioned tensor with dlpack.DefaultRequest (for a
+//     producer for a versioned tensor with the zero dlpack.Request (for a
 //     dlpack.Source, dlpack.Produce's rules: zero-copy, flags kept), and
 //     keeps that export in the object's attribute _dlpack_c_export for
 //     the object's lifetime. Every call lends a new tensor of that export
@@ -221,7 +221,7 @@ func (e *Exchange) produce(obj uintptr) (*dlpack.ManagedTensorVersioned, error) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := p.DLPack(dlpack.DefaultRequest())
+	m, err := p.DLPack(dlpack.Request{})
 	if err != nil {
 		m.Release()
 		return nil, err

@@ -67,7 +67,8 @@ func argErr(arg string, obj uintptr, exc Exception, why string) error {
 // refuses an argument too, the refusal is the same exception type (NumPy
 // accepts more: any copy but a string, any minor version):
 //
-//   - max_version: None is a legacy request (the zero Version); otherwise
+//   - max_version: None is a legacy request (Legacy set: the zero
+//     dlpack.Request is a versioned one); otherwise
 //     a tuple (major, minor) of ints (TypeError for anything else,
 //     OverflowError beyond 64 bits), the consumer's highest version. A
 //     major above 1 means a newer consumer, which reads 1.x; a major
@@ -95,7 +96,7 @@ func argErr(arg string, obj uintptr, exc Exception, why string) error {
 // A refused argument is an *ArgError naming it, with the exception Raise
 // sets; no Python exception is left pending.
 func ParseRequest(dev dlpack.Device, stream, maxVersion, dlDevice, copy uintptr) (dlpack.Request, error) {
-	var req dlpack.Request
+	req := dlpack.Request{Legacy: true} // max_version=None
 	if !isNone(maxVersion) {
 		var major, minor C.longlong
 		switch C.pycapsule_int_pair(C.uintptr_t(maxVersion), &major, &minor) {
@@ -108,6 +109,7 @@ func ParseRequest(dev dlpack.Device, stream, maxVersion, dlDevice, copy uintptr)
 		}
 		if major >= 1 {
 			req.MaxVersion = dlpack.Version{Major: clampU32(major), Minor: clampU32(max(minor, 0))}
+			req.Legacy = false
 		}
 	}
 	if !isNone(stream) {

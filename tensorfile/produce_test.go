@@ -41,7 +41,7 @@ func TestProduceReleasedOnCThreads(t *testing.T) {
 	var ptrs []unsafe.Pointer
 	for range 100 {
 		for _, tn := range f.Tensors() {
-			m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+			m, err := dlpack.Produce(tn, dlpack.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestReadOnlyMappingCopiesOrRefuses(t *testing.T) {
 	xs[0] = 100 // the copy is ours
 	x.Close()
 
-	m, err := dlpack.Produce(tn, dlpack.Request{}) // legacy
+	m, err := dlpack.Produce(tn, dlpack.Request{Legacy: true}) // legacy
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestReadOnlyMappingCopiesOrRefuses(t *testing.T) {
 
 	for _, req := range []dlpack.Request{
 		{MaxVersion: dlpack.CurrentVersion, Writable: true, Copy: dlpack.CopyNever},
-		{Copy: dlpack.CopyNever},
+		{Legacy: true, Copy: dlpack.CopyNever},
 	} {
 		if _, err := dlpack.Produce(tn, req); !errors.Is(err, dlpack.ErrReadOnly) {
 			t.Errorf("%+v: %v, want ErrReadOnly", req, err)

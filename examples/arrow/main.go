@@ -77,7 +77,7 @@ func main() {
 	}
 	fmt.Printf("2. mapped it; column %q is a %v tensor of shape %v\n", f.Schema().Field(1).Name, col.DataType(), col.Shape())
 
-	m, err := dlpack.Produce(col, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(col, dlpack.Request{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func main() {
 
 	// Hand the tensor to C: a DLManagedTensorVersioned whose data is the
 	// mapped file. C releases it when done.
-	m, err := dlpack.Produce(emb, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(emb, dlpack.Request{})
 	if err != nil {
 		log.Fatal(err)
 	}

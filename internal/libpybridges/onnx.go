@@ -155,7 +155,7 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 	if b := outs[i].Bytes(); len(b) > 0 {
 		onnxLastOutput = uintptr(unsafe.Pointer(&b[0]))
 	}
-	m, err := dlpack.Produce(outs[i], dlpack.DefaultRequest())
+	m, err := dlpack.Produce(outs[i], dlpack.Request{})
 	if err != nil {
 		onnxFail(true, err)
 		return 0
@@ -230,7 +230,7 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 			onnxLastEqual = 1
 		}
 	}
-	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(out, dlpack.Request{})
 	if err != nil {
 		onnxFail(true, err)
 		return 0
