@@ -24,6 +24,27 @@
 // dlgonum.ToDense, dlgonum.CopyToDense). The README's bridges table lists
 // them for every package.
 //
+// # Why some entry points come in pairs
+//
+// Each pair was weighed against one entry point with an option:
+//
+//   - Import/ImportLegacy, Borrow/BorrowLegacy, BorrowBatch/BorrowBatchLegacy
+//     stay pairs. The suffix names the C struct p points at
+//     (DLManagedTensorVersioned or DLManagedTensor), which an
+//     unsafe.Pointer cannot carry and the bytes cannot tell: read with the
+//     wrong layout, the deleter is found at the wrong offset. An option
+//     would make that choice easy to forget in a list of requirements
+//     (RequireNDim, AssumeWritable, ...), where every other option only
+//     narrows what is accepted. Managed.Import picks the right one when
+//     the kind is known from a Managed. BorrowTensor is the third kind, a
+//     bare DLTensor with no deleter at all.
+//   - From/FromRequest stay a pair: From is the zero Request (RequireWritable
+//     makes it a writing one), and FromRequest states a copy, a device, a
+//     stream or a legacy tensor. A request passed as an option would be the
+//     one option that is not a requirement, and FromRequest(p, req) reads
+//     as what it does.
+//   - DefaultRequest is gone: the zero Request is the modern default.
+//
 // # The producer protocol
 //
 // A [Producer] hands out its tensor on request (the Go form of Python's

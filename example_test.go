@@ -263,7 +263,7 @@ func ExampleProduce() {
 		panic(err)
 	}
 	fmt.Println("legacy:", t.IsLegacy(), "strides:", unsafe.Slice(t.Legacy.DLTensor.Strides, 2))
-	t.Release() // what the consumer does when done
+	t.Close() // what the consumer does when done
 	// A legacy consumer that forbids copies, asking for read-only data it
 	// cannot be told is read-only, is refused.
 	ro := &dlpack.Array[float64]{Data: m.data, Shape: []int64{6}, ReadOnly: true}

@@ -91,7 +91,7 @@ func (r Request) IsLegacy() bool {
 
 // Managed is a managed tensor handed from a producer to a consumer: exactly
 // one of its fields is set, as negotiated by the Request. Whoever holds it
-// owns it until it calls the deleter (Release) or hands it on (Import, a C
+// owns it until it calls the deleter (Close) or hands it on (Import, a C
 // consumer, a Python capsule).
 type Managed struct {
 	Versioned *ManagedTensorVersioned
@@ -132,11 +132,6 @@ func (m Managed) Close() error {
 	}
 	return nil
 }
-
-// Release is Close without its (always nil) error.
-// Close is the name every owner of the library has; Release stays for
-// the callers that have it.
-func (m Managed) Release() { _ = m.Close() }
 
 // Close calls m's deleter, if it has one, with m: what a holder of the
 // tensor that does not hand it on does, such as the caller of Export
@@ -724,7 +719,7 @@ func fromProducer(p Producer, req *Request, opts []ImportOption) (Foreign, error
 	if err != nil {
 		// A producer returns no tensor with an error; one that did broke
 		// the contract, and the tensor is ours to release.
-		m.Release()
+		m.Close()
 		return Foreign{}, err
 	}
 	if m.Pointer() == nil {

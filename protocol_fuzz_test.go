@@ -67,7 +67,7 @@ func FuzzProduce(f *testing.F) {
 		m, errP := a.DLPack(req)
 		g, errF := dlpack.FromRequest(a, req)
 		if (errP == nil) != (errF == nil) {
-			m.Release()
+			m.Close()
 			g.Close()
 			t.Fatalf("Produce and From disagree: %v / %v", errP, errF)
 		}

@@ -138,7 +138,7 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 	assert.Zero(t, m.Versioned.DLTensor.ByteOffset)
 	assert.Equal(t, int64(1), dlpack.Outstanding())
 	assert.Equal(t, 15.0, cshim.SumVersioned(unsafe.Pointer(m.Versioned)))
-	m.Release()
+	m.Close()
 	assert.Zero(t, dlpack.Outstanding())
 }
 
@@ -165,7 +165,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	assert.Zero(t, m.Legacy.DLTensor.Data%256, "copies are 256-byte aligned")
 	assert.Equal(t, 6.0, cshim.SumLegacy(unsafe.Pointer(m.Legacy)))
 	assert.Equal(t, int64(1), s.own.released.Load(), "a copy owes nothing to its source")
-	m.Release()
+	m.Close()
 
 	// Unless copies are forbidden.
 	_, err = dlpack.Produce(s, dlpack.Request{Legacy: true, Copy: dlpack.CopyNever})
@@ -180,7 +180,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, dlpack.FlagReadOnly, m.Versioned.Flags)
 	assert.Equal(t, uintptr(unsafe.Pointer(&s.data[0])), m.Versioned.DLTensor.Data)
-	m.Release()
+	m.Close()
 	assert.Equal(t, int64(3), s.own.released.Load())
 	assert.Zero(t, dlpack.Outstanding())
 }
@@ -226,11 +226,11 @@ func TestProduceRequestErrors(t *testing.T) {
 	// stream=-1 (no synchronisation) is fine on the CPU.
 	m, err := dlpack.Produce(s, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: -1, HasStream: true})
 	require.NoError(t, err)
-	m.Release()
+	m.Close()
 	// The CPU device, asked for explicitly, is fine too.
 	m, err = dlpack.Produce(s, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Device: dlpack.CPUDevice})
 	require.NoError(t, err)
-	m.Release()
+	m.Close()
 }
 
 func TestDescriptionErrors(t *testing.T) {
@@ -342,7 +342,7 @@ func TestReexportReadOnlyLegacyCopies(t *testing.T) {
 	assert.Equal(t, 6.0, cshim.SumLegacy(m.Pointer()))
 	require.NoError(t, f.Close())
 	assert.Equal(t, int64(1), ct.Deletes(), "the copy holds nothing of the original")
-	m.Release()
+	m.Close()
 }
 
 // TestReexportConcurrent: the Go owner and many consumers let go at once,
@@ -439,7 +439,7 @@ func TestBufferAsSource(t *testing.T) {
 	assert.Equal(t, []int16{1, 2, 3, 4}, xs, "the memory outlives Close while held")
 	require.NoError(t, f.Close())
 	assert.Positive(t, dlpack.ReadStats().CBlocks, "the consumer still holds the buffer")
-	m.Release()
+	m.Close()
 	assert.Zero(t, dlpack.ReadStats().CBlocks, "freed with the last holder")
 	_, err = dlpack.From(b)
 	assert.ErrorIs(t, err, dlpack.ErrClosed)
@@ -479,7 +479,7 @@ func TestEmptyArrayProduce(t *testing.T) {
 func TestManagedZero(t *testing.T) {
 	var m dlpack.Managed
 	assert.Nil(t, m.Pointer())
-	m.Release()
+	m.Close()
 	_, err := m.Import()
 	assert.True(t, errors.Is(err, dlpack.ErrNilPointer))
 }
@@ -518,11 +518,11 @@ func TestBufferDLPackPureC(t *testing.T) {
 	m, err = b.DLPack(dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
-	m.Release()
+	m.Close()
 	m, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways})
 	require.NoError(t, err)
 	assert.True(t, m.Versioned.Flags&dlpack.FlagIsCopied != 0)
-	m.Release()
+	m.Close()
 	_, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 3, HasStream: true})
 	assert.ErrorIs(t, err, dlpack.ErrRequest)
 	// From's allocations: TestHotPathAllocations.

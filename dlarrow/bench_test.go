@@ -30,7 +30,7 @@ func BenchmarkArrowProduce(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer t.Release()
+	defer t.Close()
 	req := dlpack.Request{}
 	for b.Loop() {
 		m, err := t.DLPack(req)
@@ -54,7 +54,7 @@ func BenchmarkArrowExport(b *testing.B) {
 			b.Fatal(err)
 		}
 		m, err := t.DLPack(req)
-		t.Release()
+		t.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func BenchmarkArrowGoToGo(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer t.Release()
+	defer t.Close()
 	for b.Loop() {
 		f, err := dlpack.From(t)
 		if err != nil {

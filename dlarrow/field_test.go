@@ -56,7 +56,7 @@ func readColumn(t *testing.T, path string) ([]int64, []float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer col.Release()
+	defer col.Close()
 	f, err := dlpack.From(col)
 	if err != nil {
 		t.Fatal(err)

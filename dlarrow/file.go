@@ -347,7 +347,7 @@ func (f *File) NumRecordBatches() int { return len(f.batches) }
 
 // Column describes column col of record batch batch as a tensor pointing
 // into the mapping (see FromField for the types it takes). The Tensor and
-// each of its exports keep the mapping alive; Release the Tensor when done.
+// each of its exports keep the mapping alive; Close the Tensor when done.
 // It fails with dlpack.ErrClosed after Close, ErrBuffer for a compressed
 // column, ErrType for a dictionary-encoded one, ErrFormat for a record
 // batch arrow-go cannot read, ErrTruncated when the file was cut short
@@ -390,7 +390,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 			return fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 		}
 		if len(t.buf) > 0 && !f.m.contains(t.buf) {
-			t.Release()
+			t.Close()
 			t = nil
 			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "compressed", Err: ErrBuffer,
 				Why: "its buffer was decompressed into new memory; write the file uncompressed to share it"}
@@ -399,7 +399,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 	})
 	if err != nil {
 		if t != nil {
-			t.Release()
+			t.Close()
 		}
 		return nil, err
 	}

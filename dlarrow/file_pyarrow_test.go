@@ -51,7 +51,7 @@ func checkX(t *testing.T, f *File, rows int) {
 			}
 		}
 		d.Owner.(dlpack.Releaser).ReleaseTensor()
-		tn.Release()
+		tn.Close()
 	}
 	if int(next) != rows {
 		t.Errorf("%d rows of x, want %d", int(next), rows)
@@ -67,7 +67,7 @@ func columnErr(t *testing.T, f *File, batch int, name string) error {
 	}
 	tn, err := f.Column(batch, idx[0])
 	if err == nil {
-		tn.Release()
+		tn.Close()
 	}
 	return err
 }

@@ -126,7 +126,7 @@ func TestFileColumnKeepsMapping(t *testing.T) {
 	if !inside(m.data, d.Data) || !d.ReadOnly || d.Shape[0] != 1000 || d.DType != dlpack.Float64 {
 		t.Fatalf("column: data %p inside %v, read-only %v, shape %v, %v", d.Data, inside(m.data, d.Data), d.ReadOnly, d.Shape, d.DType)
 	}
-	tn.Release()
+	tn.Close()
 	f.Close()
 	if m.data == nil {
 		t.Fatal("unmapped while an export holds the column")

@@ -58,7 +58,7 @@ func TestProduceRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	shared := valuesAddr(arr, 0, 4)
 
 	// legacy: cannot say read-only, so a copy
@@ -69,7 +69,7 @@ func TestProduceRequests(t *testing.T) {
 	if m.Legacy == nil || uintptr(m.Legacy.DLTensor.Data) == shared {
 		t.Errorf("legacy request: %+v shares the buffer", m)
 	}
-	m.Release()
+	m.Close()
 	// ... and refused when copies are forbidden
 	if _, err := tn.DLPack(dlpack.Request{Legacy: true, Copy: dlpack.CopyNever}); err == nil {
 		t.Error("legacy with CopyNever: no error")
@@ -84,7 +84,7 @@ func TestProduceRequests(t *testing.T) {
 	if uintptr(m.Versioned.DLTensor.Data) == shared || m.Versioned.Flags&dlpack.FlagReadOnly != 0 {
 		t.Errorf("writable request: shares %v, flags %v", uintptr(m.Versioned.DLTensor.Data) == shared, m.Versioned.Flags)
 	}
-	m.Release()
+	m.Close()
 	req.Copy = dlpack.CopyNever
 	if _, err := tn.DLPack(req); !errors.Is(err, dlpack.ErrReadOnly) {
 		t.Errorf("writable with CopyNever: %v", err)
@@ -99,7 +99,7 @@ func TestProduceRequests(t *testing.T) {
 	if m.Versioned.Flags&dlpack.FlagIsCopied == 0 {
 		t.Errorf("CopyAlways: flags %v", m.Versioned.Flags)
 	}
-	m.Release()
+	m.Close()
 	// a device the array is not on
 	req = dlpack.Request{}
 	req.Device = dlpack.Device{Type: dlpack.CUDA}
@@ -123,7 +123,7 @@ func TestFromGoToGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.Release()
+	tn.Close()
 	arr.Release()
 	xs, err := dlpack.ReadOnlySlice[float32](f)
 	if err != nil {
@@ -188,7 +188,7 @@ func TestConcurrentExports(t *testing.T) {
 						done <- err
 						return
 					}
-					m.Release()
+					m.Close()
 				} else {
 					f, err := dlpack.From(tn)
 					if err != nil {
@@ -206,7 +206,7 @@ func TestConcurrentExports(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	tn.Release()
+	tn.Close()
 }
 
 // An empty array (no values buffer at all) answers every request: shared
@@ -252,7 +252,7 @@ func TestRepeatedExportsOfOneTensor(t *testing.T) {
 		}
 		ptrs = append(ptrs, m.Pointer())
 	}
-	tn.Release()
+	tn.Close()
 	tn = nil
 	for range 5 {
 		_ = make([]byte, 1<<20)

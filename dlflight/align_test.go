@@ -31,8 +31,8 @@ func TestAlignment(t *testing.T) {
 	if m.Versioned.DLTensor.Data != got.DataAddr() || m.Versioned.Flags&dlpack.FlagIsCopied != 0 || got.DataAddr()%64 != 0 {
 		t.Fatalf("received tensor: export at %#x flags %v, data at %#x", m.Versioned.DLTensor.Data, m.Versioned.Flags, got.DataAddr())
 	}
-	m.Release()
-	got.Release()
+	m.Close()
+	got.Close()
 
 	// a body whose values sit 8 bytes off a 64-byte boundary
 	released := 0
@@ -70,7 +70,7 @@ func TestAlignment(t *testing.T) {
 		t.Fatalf("the copy differs (%v)", err)
 	}
 	f.Close()
-	odd.Release()
+	odd.Close()
 	if released != 1 {
 		t.Fatalf("released %d", released)
 	}

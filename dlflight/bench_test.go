@@ -46,7 +46,7 @@ func BenchmarkFlightGet(b *testing.B) {
 		}
 		// warm: the connection, and gRPC's buffer pools for this size
 		if t, err := c.Get(context.Background(), sz.name); err == nil {
-			t.Release()
+			t.Close()
 		}
 		b.Run(sz.name, func(b *testing.B) {
 			b.SetBytes(int64(len(src.data)))
@@ -57,7 +57,7 @@ func BenchmarkFlightGet(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				t.Release()
+				t.Close()
 				times = append(times, time.Since(start))
 			}
 			slices.Sort(times)

@@ -187,7 +187,7 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 // it without a copy after gRPC hands over each message: the codec copies
 // the message body once out of gRPC's frame buffers into an aligned buffer
 // and the Tensor shares it. A tensor that came split in several batches is
-// copied once more, into one buffer. Release the Tensor when done.
+// copied once more, into one buffer. Close the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	if err := c.errIfClosed(fmt.Sprintf("get %q", name)); err != nil {
 		return nil, err

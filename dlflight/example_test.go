@@ -39,7 +39,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Release()
+	defer t.Close()
 	f, err := dlpack.From(t) // the received memory, shared
 	if err != nil {
 		log.Fatal(err)

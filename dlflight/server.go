@@ -514,9 +514,9 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		return statusOf(err)
 	}
 	name, _ := nameOf(r.desc)
-	e := &entry{l: layout{}, release: t.Release}
+	e := &entry{l: layout{}, release: func() { _ = t.Close() }}
 	if e.l, err = layoutOf(t.dtype, t.shape); err != nil {
-		t.Release()
+		t.Close()
 		return statusOf(err)
 	}
 	e.data = t.data

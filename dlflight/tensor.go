@@ -45,7 +45,7 @@ func newOwner(release func()) *owner {
 }
 
 // acquire takes a reference unless the last one is gone (the body freed
-// or being freed): a count never rises from zero, so a Release racing an
+// or being freed): a count never rises from zero, so a Close racing an
 // export frees the body once.
 func (o *owner) acquire() bool {
 	for {
@@ -60,7 +60,7 @@ func (o *owner) acquire() bool {
 }
 
 // hold takes a reference for an export of t: false once t is released
-// (checked again after taking it, as Release may land in between).
+// (checked again after taking it, as Close may land in between).
 func (t *Tensor) hold() bool {
 	if t.released.Load() {
 		return false
@@ -107,17 +107,10 @@ func (t *Tensor) Aligned() bool { return t.DataAddr()%Align == 0 }
 // on other goroutines: an export then either holds the body or fails
 // with dlpack.ErrClosed, and the body is freed once. It returns nil.
 func (t *Tensor) Close() error {
-	t.Release()
-	return nil
-}
-
-// Release is Close without its (always nil) error.
-// Close is the name every owner of the library has; Release stays for
-// the callers that have it.
-func (t *Tensor) Release() {
 	if t.released.CompareAndSwap(false, true) {
 		t.owner.ReleaseTensor()
 	}
+	return nil
 }
 
 // DescribeTensor implements dlpack.Source.

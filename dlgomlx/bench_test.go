@@ -35,7 +35,7 @@ func BenchmarkOut(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m.Release()
+				m.Close()
 			}
 		})
 		// The bridge, Go to Go (dlpack.From): no copy.

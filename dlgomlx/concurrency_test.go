@@ -58,7 +58,7 @@ func TestConcurrentExports(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					m.Release()
+					m.Close()
 				}
 			}
 		}()

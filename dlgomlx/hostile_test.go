@@ -56,7 +56,7 @@ func TestNilInputs(t *testing.T) {
 		{"(*Tensor)(nil).DLPack", dlpack.ErrNilPointer, func() error {
 			m, err := nilExport.DLPack(dlpack.Request{})
 			if err == nil {
-				m.Release()
+				m.Close()
 			}
 			return err
 		}},

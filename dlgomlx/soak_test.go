@@ -60,7 +60,7 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.Release()
+			m.Close()
 		}
 	}
 	warm(100)

@@ -41,7 +41,7 @@ func BenchmarkProduceRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m.Release()
+		m.Close()
 	}
 }
 

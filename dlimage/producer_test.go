@@ -187,7 +187,7 @@ func TestEmptyImages(t *testing.T) {
 		f.Close()
 		m, err := dlpack.Produce(tn, dlpack.Request{})
 		require.NoError(t, err)
-		m.Release()
+		m.Close()
 	}
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }

@@ -322,7 +322,7 @@ func TestOneLifetime(t *testing.T) {
 			require.NoError(t, err)
 			m, err := dlpack.Produce(x, dlpack.Request{})
 			require.NoError(t, err)
-			steps := []func(){func() { x.Destroy() }, func() { f.Close() }, func() { m.Release() }}
+			steps := []func(){func() { x.Destroy() }, func() { f.Close() }, func() { m.Close() }}
 			for i, k := range order {
 				assert.Equal(t, int64(0), ct.Deletes(), "before step %d", i)
 				steps[k]()

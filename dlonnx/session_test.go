@@ -314,7 +314,7 @@ func TestAdoptFnuz(t *testing.T) {
 		m, err := dlpack.Produce(o, dlpack.Request{})
 		require.NoError(t, err)
 		o.Destroy()
-		m.Release()
+		m.Close()
 	}
 }
 

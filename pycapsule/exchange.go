@@ -223,11 +223,11 @@ func (e *Exchange) produce(obj uintptr) (*dlpack.ManagedTensorVersioned, error) 
 	}
 	m, err := p.DLPack(dlpack.Request{})
 	if err != nil {
-		m.Release()
+		m.Close()
 		return nil, err
 	}
 	if m.Versioned == nil {
-		m.Release()
+		m.Close()
 		return nil, fmt.Errorf("%w: the producer answered a versioned request with a legacy tensor", ErrExchange)
 	}
 	return m.Versioned, nil
@@ -462,7 +462,7 @@ func managedFromTable(api *dlpack.ExchangeAPI, obj uintptr) (m dlpack.Managed, o
 	rc := C.exchange_call_from_py(C.uintptr_t(api.ManagedTensorFromPyObjectNoSync), C.uintptr_t(obj), &out)
 	if rc != 0 {
 		if out != nil { // a tensor despite the failure: ours to release
-			dlpack.Managed{Versioned: (*dlpack.ManagedTensorVersioned)(unsafe.Pointer(out))}.Release()
+			dlpack.Managed{Versioned: (*dlpack.ManagedTensorVersioned)(unsafe.Pointer(out))}.Close()
 		}
 		if C.exchange_error_pending() != 0 {
 			return dlpack.Managed{}, true, pythonError("managed_tensor_from_py_object_no_sync")

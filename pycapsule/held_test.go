@@ -129,12 +129,12 @@ func TestImportHeld(t *testing.T) {
 		if _, err := h.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
-		m1.Release()
+		m1.Close()
 		g.Close()
 		if n := releases.Load(); n != 2 {
 			t.Errorf("releases = %d before the last consumer let go, want 2", n)
 		}
-		m2.Release()
+		m2.Close()
 		if n := releases.Load(); n != 3 {
 			t.Errorf("releases = %d, want 3 (each tensor once)", n)
 		}

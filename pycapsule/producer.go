@@ -184,7 +184,7 @@ func Capsule(m dlpack.Managed) uintptr {
 	}
 	c := New(p, m.Versioned != nil)
 	if c == 0 {
-		m.Release() // Python set the error; the tensor was still ours
+		m.Close() // Python set the error; the tensor was still ours
 	}
 	return c
 }
@@ -222,7 +222,7 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 		err = &dlpack.FieldError{Field: "managed tensor", Value: "NULL", Err: dlpack.ErrNilPointer, Why: "the producer returned no tensor and no error"}
 	}
 	if err != nil {
-		m.Release() // a producer should return none with an error; if it did, it is ours
+		m.Close() // a producer should return none with an error; if it did, it is ours
 		Raise(err)
 		return 0
 	}

@@ -467,7 +467,7 @@ func TestWrap(t *testing.T) {
 			if (m.Versioned != nil) != !c.req.IsLegacy() {
 				t.Errorf("%+v: versioned %v", c.req, m.Versioned != nil)
 			}
-			m.Release()
+			m.Close()
 		}
 		// A stream reaches the producer; NumPy refuses it on the CPU itself.
 		if _, err := o.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 7, HasStream: true}); !errors.Is(err, pycapsule.ErrPython) {

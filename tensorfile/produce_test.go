@@ -101,7 +101,7 @@ func TestReadOnlyMappingCopiesOrRefuses(t *testing.T) {
 	if inside(m.Legacy.DLTensor.Data) {
 		t.Fatal("a legacy tensor shares a read-only mapping")
 	}
-	m.Release()
+	m.Close()
 
 	for _, req := range []dlpack.Request{
 		{MaxVersion: dlpack.CurrentVersion, Writable: true, Copy: dlpack.CopyNever},

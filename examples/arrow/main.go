@@ -82,7 +82,7 @@ func main() {
 		log.Fatal(err)
 	}
 	C.keep((*C.DLManagedTensorVersioned)(m.Pointer()))
-	col.Release()
+	col.Close()
 	f.Close()
 	fmt.Printf("3. Go released its column and closed the file; outstanding exports: %d\n", dlpack.Outstanding())
 	fmt.Printf("  the C consumer reads the file's pages: data at %p lies in the mapping: %v\n",

@@ -121,7 +121,7 @@ func main() {
 	}
 	fmt.Printf("Go fetched y %v%v from the server, 64-byte aligned: %v; y == 2x + 1\n", y.DataType(), y.Shape(), y.Aligned())
 	f.Close()
-	y.Release()
+	y.Close()
 	c.Close()
 	s.Shutdown()
 	fmt.Printf("done: outstanding exports %d\n", dlpack.Outstanding())

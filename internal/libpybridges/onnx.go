@@ -162,7 +162,7 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
 	if capsule == 0 {
-		m.Release()
+		m.Close()
 	}
 	return C.uintptr_t(capsule)
 }
@@ -237,7 +237,7 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
 	if capsule == 0 { // Python set the error; the tensor is still ours
-		m.Release()
+		m.Close()
 	}
 	return C.uintptr_t(capsule)
 }

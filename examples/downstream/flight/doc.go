@@ -44,7 +44,7 @@ func RoundTrip(ctx context.Context, x []float32, rows, cols int64) ([]float32, e
 	if err != nil {
 		return nil, err
 	}
-	defer t.Release()
+	defer t.Close()
 	f, err := dlpack.From(t)
 	if err != nil {
 		return nil, err
