@@ -9,7 +9,7 @@ GO ?= go
 PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-loader python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx
 
 test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
@@ -103,7 +103,7 @@ $(VENV)/.installed: examples/python/requirements.txt
 python-lib:
 	$(GO) build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack
 
-python: python-lib $(VENV)/.installed $(VENV20)/.installed
+python: python-lib python-loader $(VENV)/.installed $(VENV20)/.installed
 	@echo "== Python interop (NumPy, JAX, pyarrow, pydlpack, through the c-shared library)"
 	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix.md $(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
 	@echo "== pycapsule from Go, in an embedded CPython with NumPy: plain, -race, cgocheck2, asan"
@@ -115,6 +115,16 @@ python: python-lib $(VENV)/.installed $(VENV20)/.installed
 	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix-numpy20.md $(PYRUN20) -m pytest -q -p no:cacheprovider examples/python/tests_numpy20
 	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
+
+# cmd/dlpack-python as a user runs it: a fresh module outside the
+# repository (the README's two lines), go generate, a c-shared library,
+# and NumPy through the generated loader, both ways; a library loaded with
+# ctypes.CDLL refused with a RuntimeError.
+python-loader: $(VENV)/.installed
+	@echo "== cmd/dlpack-python: a fresh module's library and its generated Python loader"
+	@out="$$(GODLPACK_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v ./cmd/dlpack-python 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|round trip' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "the round trip skipped"; exit 1; }
 
 python-example: python-lib $(VENV)/.installed
 	$(PYRUN) examples/python/demo.py

@@ -44,11 +44,15 @@ var ConsumerVersion = dlpack.CurrentVersion
 //
 // Errors: ErrNoDLPack, ErrNotCapsule (a used capsule, or __dlpack__
 // returned something else), ErrPython (__dlpack__ raised; the exception is
-// still pending), or the import's error (the tensor was released). No
+// still pending), ErrNoGIL (called without the GIL: nothing was read), or
+// the import's error (the tensor was released). No
 // stream is passed: for CUDA producers that is the legacy default stream,
 // which the producer orders its work before; Wrap passes each consumer's
 // own request, stream included.
 func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
+	if err := checkGIL(); err != nil {
+		return dlpack.Foreign{}, err
+	}
 	p, m, err := takeOf(obj)
 	if err != nil {
 		return dlpack.Foreign{}, err
@@ -64,6 +68,9 @@ func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
 // its views must not be used after fn returns. fn's error is returned as
 // it is.
 func Borrow(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
+	if err := checkGIL(); err != nil {
+		return err
+	}
 	p, m, err := takeOf(obj)
 	if err != nil {
 		return err
@@ -159,6 +166,9 @@ type Object struct {
 // is pending), or an *ArgError when __dlpack_device__ returns something
 // other than a tuple of two ints.
 func Wrap(obj uintptr) (*Object, error) {
+	if err := checkGIL(); err != nil {
+		return nil, err
+	}
 	if obj == 0 {
 		return nil, fmt.Errorf("%w: NULL object", ErrNoDLPack)
 	}
@@ -197,6 +207,9 @@ func (o *Object) DLPackDevice() dlpack.Device { return o.device }
 // consumer checks the tensor's flags (dlpack.RequireWritable does).
 // Errors: dlpack.ErrClosed after Close, ErrPython (pending), ErrNotCapsule.
 func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	if err := checkGIL(); err != nil {
+		return dlpack.Managed{}, err
+	}
 	obj := o.obj.Load()
 	if obj == 0 {
 		return dlpack.Managed{}, fmt.Errorf("%w: pycapsule.Object used after Close", dlpack.ErrClosed)

@@ -425,6 +425,9 @@ func ownExchange(api *dlpack.ExchangeAPI) *Exchange {
 // that fails is an error wrapping ErrPython (the exception is pending) or
 // ErrExchange. fn's error is returned as it is.
 func BorrowTensor(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
+	if err := checkGIL(); err != nil {
+		return err
+	}
 	if obj != 0 && C.pycapsule_kind(C.uintptr_t(obj)) == 0 {
 		if api := ExchangeAPIOf(obj); api != nil && api.DLTensorFromPyObjectNoSync != 0 && ownExchange(api) == nil {
 			t := new(C.DLTensor)

@@ -8,6 +8,7 @@ package pycapsule
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -201,6 +202,11 @@ func Capsule(m dlpack.Managed) uintptr {
 // (dlpack.ErrNilPointer), and a tensor that p's DLPack returned together
 // with an error is released: the same answers as dlpack.From.
 //
+// Called without the GIL (a library loaded with ctypes.CDLL), it touches
+// nothing and returns None with a RuntimeError (ErrNoGIL) pending, which
+// CPython raises as the cause of a SystemError (a NULL result would crash
+// ctypes.CDLL).
+//
 // A Python type for Go tensors implements the protocol in two lines:
 //
 //	//export mytensor_dlpack
@@ -208,6 +214,12 @@ func Capsule(m dlpack.Managed) uintptr {
 //		return C.uintptr_t(pycapsule.DLPack(lookup(id), uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copy)))
 //	}
 func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintptr {
+	switch err := checkGIL(); {
+	case errors.Is(err, ErrNoGIL):
+		return noGIL()
+	case err != nil:
+		return 0
+	}
 	if nilcheck.IsNil(p) {
 		Raise(noProducer(p))
 		return 0
@@ -233,6 +245,12 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 // tuple (device_type, device_id) of p's device (the zero Device reads as
 // the CPU), or 0 with an exception set.
 func DLPackDevice(p dlpack.Producer) uintptr {
+	switch err := checkGIL(); {
+	case errors.Is(err, ErrNoGIL):
+		return noGIL()
+	case err != nil:
+		return 0
+	}
 	if nilcheck.IsNil(p) {
 		Raise(noProducer(p))
 		return 0

@@ -5,6 +5,7 @@ package pycapsule_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -534,4 +535,39 @@ func TestReexport(t *testing.T) {
 			p.check("sys.getrefcount(x) == r0")
 		})
 	}
+}
+
+// Entry points called on a thread without the GIL (a library loaded with
+// ctypes.CDLL) fail with ErrNoGIL and read nothing, rather than calling
+// into Python unguarded.
+func TestNoGIL(t *testing.T) {
+	py(t, func(p *session) {
+		obj := p.eval("np.arange(3.0)")
+		o, err := pycapsule.Wrap(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		errs := make(chan error, 5)
+		go func() { // another OS thread: pyembed.Do keeps the GIL on its own
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			_, err := pycapsule.Import(obj)
+			errs <- err
+			errs <- pycapsule.Borrow(obj, func(dlpack.Foreign) error { return nil })
+			errs <- pycapsule.BorrowTensor(obj, func(dlpack.Foreign) error { return nil })
+			_, err = pycapsule.Wrap(obj)
+			errs <- err
+			_, err = o.DLPack(dlpack.Request{})
+			errs <- err
+		}()
+		for i := 0; i < 5; i++ {
+			if err := <-errs; !errors.Is(err, pycapsule.ErrNoGIL) || !strings.Contains(err.Error(), "ctypes.PyDLL") {
+				t.Errorf("call %d without the GIL: %v", i, err)
+			}
+		}
+		if dlpack.Outstanding() != 0 {
+			t.Errorf("outstanding %d", dlpack.Outstanding())
+		}
+	})
 }
