@@ -9,9 +9,9 @@ GO ?= go
 PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-loader python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-loader python-example firsthour dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx
 
-test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight gpu-check
+test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream firsthour onnx images arrow files gomlx cli flight gpu-check
 	@echo "== all checks passed"
 
 # The modules: each tidy, none drifting from VERSION and go.work, and
@@ -203,6 +203,14 @@ downstream:
 	@echo "== downstream modules (examples/downstream/core, flight): normal and vendored"
 	GO=$(GO) bash examples/downstream/check.sh core
 	GO=$(GO) bash examples/downstream/check.sh flight
+
+# The first hour of a new user (examples/firsthour): a throw-away module
+# outside the repository made by the README's "Depending on it" lines;
+# a safetensors file to C, a Flight tensor to pyarrow.flight, an image
+# and a gonum matrix to NumPy through the generated Python loader.
+firsthour: $(VENV)/.installed
+	@echo "== the first hour: a module from the README's lines, three programs"
+	PY=$(CURDIR)/$(VENV)/bin/python GO=$(GO) bash examples/firsthour/check.sh
 
 # Tensor files (package tensorfile) against the real NumPy and safetensors
 # of the pinned venv: files each writes read bit for bit by the other,
