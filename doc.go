@@ -54,7 +54,7 @@
 // on, one release chain) and the bridges' types are Sources. Go to Go,
 // From uses no C at all.
 //
-//	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+//	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
 //	m, err := dlpack.Produce(a, dlpack.Request{}) // m.Pointer() for C
 //	...
 //	f, err := dlpack.From(a) // Go to Go: a Foreign sharing a's memory

@@ -165,7 +165,7 @@ func ExampleSpan() {
 
 // Memory outside the Go heap, lent with a pure-C deleter.
 func ExampleNewBuffer() {
-	b, err := dlpack.NewBuffer[float32](2, 2)
+	b, err := dlpack.NewBuffer[float32]([]int64{2, 2})
 	if err != nil {
 		panic(err)
 	}
@@ -222,7 +222,7 @@ func ExampleDataTypeOf() {
 // A Go consumer takes any producer with From; a Go producer (here an
 // Array) is taken Go to Go, without C.
 func ExampleFrom() {
-	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
 	f, err := dlpack.From(a)
 	if err != nil {
 		panic(err)

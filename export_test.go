@@ -283,7 +283,7 @@ func TestGoToGo(t *testing.T) {
 }
 
 func TestBufferExport(t *testing.T) {
-	b, err := dlpack.NewBuffer[float64](2, 3)
+	b, err := dlpack.NewBuffer[float64]([]int64{2, 3})
 	require.NoError(t, err)
 	data := b.Data()
 	require.Len(t, data, 6)
@@ -317,7 +317,7 @@ func TestBufferExport(t *testing.T) {
 	requireNoOutstanding(t)
 	require.NoError(t, b.Close(), "Close is idempotent")
 
-	lb, err := dlpack.NewBuffer[int16](4)
+	lb, err := dlpack.NewBuffer[int16]([]int64{4})
 	require.NoError(t, err)
 	l, err := lb.ExportLegacy(nil)
 	require.NoError(t, err)
@@ -325,9 +325,9 @@ func TestBufferExport(t *testing.T) {
 	cshim.ReleaseOnThreads([]unsafe.Pointer{unsafe.Pointer(l)}, 1, true)
 	requireNoOutstanding(t)
 
-	_, err = dlpack.NewBuffer[float32](-1)
+	_, err = dlpack.NewBuffer[float32]([]int64{-1})
 	assert.ErrorIs(t, err, dlpack.ErrShape)
-	_, err = dlpack.NewBuffer[float64](1<<40, 1<<40)
+	_, err = dlpack.NewBuffer[float64]([]int64{1 << 40, 1 << 40})
 	assert.ErrorIs(t, err, dlpack.ErrOverflow)
 }
 

@@ -878,8 +878,8 @@ type Array[T Element] struct {
 }
 
 // NewArray returns a compact row-major Array of data with the given shape
-// (a 1-D shape of len(data) if none is given).
-func NewArray[T Element](data []T, shape ...int64) *Array[T] {
+// (nil: a 1-D shape of len(data); []int64{}: a 0-d tensor).
+func NewArray[T Element](data []T, shape []int64) *Array[T] {
 	if shape == nil {
 		shape = []int64{int64(len(data))}
 	}

@@ -56,7 +56,7 @@ func newCounting(n int, shape ...int64) *countingSource {
 
 func TestFromArrayGoToGo(t *testing.T) {
 	xs := []float32{1, 2, 3, 4, 5, 6}
-	a := dlpack.NewArray(xs, 2, 3)
+	a := dlpack.NewArray(xs, []int64{2, 3})
 	f, err := dlpack.From(a)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 3}, f.Shape())
@@ -74,7 +74,7 @@ func TestFromArrayGoToGo(t *testing.T) {
 }
 
 func TestFromArrayNoAllocs(t *testing.T) {
-	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
+	a := dlpack.NewArray(make([]float32, 1024), []int64{32, 32})
 	allocs := testing.AllocsPerRun(1000, func() {
 		f, err := dlpack.From(a)
 		if err != nil {
@@ -130,7 +130,7 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 	for i := range xs {
 		xs[i] = float32(i)
 	}
-	m, err := dlpack.NewArray(xs, 2, 3).DLPack(dlpack.Request{})
+	m, err := dlpack.NewArray(xs, []int64{2, 3}).DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	require.NotNil(t, m.Versioned)
 	assert.Nil(t, m.Legacy)
@@ -426,7 +426,7 @@ func TestFromPlainProducer(t *testing.T) {
 }
 
 func TestBufferAsSource(t *testing.T) {
-	b, err := dlpack.NewBuffer[int16](2, 2)
+	b, err := dlpack.NewBuffer[int16]([]int64{2, 2})
 	require.NoError(t, err)
 	copy(b.Data(), []int16{1, 2, 3, 4})
 	f, err := dlpack.From(b)
@@ -462,7 +462,7 @@ func TestAlignedSlice(t *testing.T) {
 }
 
 func TestEmptyArrayProduce(t *testing.T) {
-	a := dlpack.NewArray([]float32{}, 0, 3)
+	a := dlpack.NewArray([]float32{}, []int64{0, 3})
 	m, err := a.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	assert.NotZero(t, m.Versioned.DLTensor.Data, "never NULL")
@@ -505,7 +505,7 @@ func TestEmptyNilDataCopies(t *testing.T) {
 // as it is. (From takes a Buffer with no allocation but its safety net's:
 // TestHotPathAllocations.)
 func TestBufferDLPackPureC(t *testing.T) {
-	b, err := dlpack.NewBuffer[float32](4)
+	b, err := dlpack.NewBuffer[float32]([]int64{4})
 	require.NoError(t, err)
 	defer b.Close()
 	before := dlpack.ReadStats()
@@ -533,7 +533,7 @@ func TestBufferDLPackPureC(t *testing.T) {
 // a stated MaxVersion below 1.0.
 func TestZeroRequestIsVersioned(t *testing.T) {
 	xs := dlpack.AlignedSlice[float32](6)
-	a := dlpack.NewArray(xs, 2, 3)
+	a := dlpack.NewArray(xs, []int64{2, 3})
 	m, err := dlpack.Produce(a, dlpack.Request{})
 	require.NoError(t, err)
 	require.NotNil(t, m.Versioned, "the zero Request gets a versioned tensor")

@@ -82,7 +82,7 @@ func BenchmarkIn(b *testing.B) {
 	be := newBackend(b)
 	for _, s := range benchSizes {
 		data := make([]float32, s.n)
-		arr := dlpack.NewArray(data, int64(s.n))
+		arr := dlpack.NewArray(data, []int64{int64(s.n)})
 		// The bridge: one copy, into a simplego shared buffer.
 		b.Run("bridge-ToTensor-simplego/"+s.name, func(b *testing.B) {
 			b.SetBytes(int64(s.n * 4))

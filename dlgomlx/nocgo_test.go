@@ -20,7 +20,7 @@ func TestWithoutCgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int32{1, 2, 3, 4}, 2, 2), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int32{1, 2, 3, 4}, []int64{2, 2}), b)
 	if err != nil {
 		t.Fatal(err)
 	}

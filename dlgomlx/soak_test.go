@@ -41,7 +41,7 @@ func heapInUse() uint64 {
 func TestSoak(t *testing.T) {
 	n := soakRounds(t)
 	b := newBackend(t)
-	x, err := dlgomlx.ToTensor(dlpack.NewArray(make([]float32, 1024), 32, 32), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray(make([]float32, 1024), []int64{32, 32}), b)
 	if err != nil {
 		t.Fatal(err)
 	}

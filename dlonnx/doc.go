@@ -3,7 +3,7 @@
 // out.
 //
 //	X to a tensor, no copy:        FromValue (an ORT-allocated output adopted; Session.Run)
-//	a tensor to X, shares memory:  ToValue(p), NewOutput(dt, shape...)
+//	a tensor to X, shares memory:  ToValue(p), NewOutput(dt, shape)
 //	copies (named as such):        CopyToValue(p)
 //
 // First, load ONNX Runtime: the package does not. Call

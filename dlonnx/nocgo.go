@@ -20,7 +20,7 @@ func ToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequ
 func CopyToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
 
 // NewOutput returns dlpack.ErrCgoRequired without cgo.
-func NewOutput(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func NewOutput(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	return nil, dlpack.ErrCgoRequired
 }
 
@@ -115,7 +115,7 @@ func (o *Output) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 }
 
 // Reshape returns dlpack.ErrCgoRequired without cgo.
-func (t *Tensor) Reshape(shape ...int64) error { return dlpack.ErrCgoRequired }
+func (t *Tensor) Reshape(shape []int64) error { return dlpack.ErrCgoRequired }
 
 // Pool needs cgo; without it Get returns dlpack.ErrCgoRequired.
 type Pool struct{}
@@ -124,7 +124,7 @@ type Pool struct{}
 func NewPool() *Pool { return &Pool{} }
 
 // Get returns dlpack.ErrCgoRequired without cgo.
-func (p *Pool) Get(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func (p *Pool) Get(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	return nil, dlpack.ErrCgoRequired
 }
 

@@ -28,7 +28,7 @@ func TestRustBothWays(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.False(t, x.Copied())
 	assert.Equal(t, addr, uintptr(unsafe.Pointer(&x.GetData()[0])), "ORT reads dlpark's memory")
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4})
 	require.NoError(t, err)
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	x.Destroy()

@@ -173,7 +173,7 @@ func TestPublishedTable(t *testing.T) {
 		for i := range data {
 			data[i] = float32(i)
 		}
-		id := addGoT(dlpack.NewArray(data, 2, 3))
+		id := addGoT(dlpack.NewArray(data, []int64{2, 3}))
 		p.exec(fmt.Sprintf("g = make_got(%d); api = table(GoT); out = ctypes.POINTER(M)()", id))
 		s := pycapsule.ReadExchangeStats()
 		p.exec("assert api.from_py(g, ctypes.byref(out)) == 0")
@@ -401,7 +401,7 @@ uses = use_count(tx)`)
 		p.check("use_count(tx) == uses")
 
 		data := dlpack.AlignedSlice[float64](4)
-		id := addGoT(dlpack.NewArray(data, 4))
+		id := addGoT(dlpack.NewArray(data, []int64{4}))
 		s = pycapsule.ReadExchangeStats()
 		p.exec(fmt.Sprintf("y = tvm_ffi.from_dlpack(make_got(%d))", id))
 		p.check(fmt.Sprintf("y.data_ptr() == %d and y.shape == (4,)", uintptrOf(data)))
@@ -427,7 +427,7 @@ func TestBorrowTensorThroughTable(t *testing.T) {
 		for i := range data {
 			data[i] = float32(i)
 		}
-		id := addGoT(dlpack.NewArray(data, 2, 3))
+		id := addGoT(dlpack.NewArray(data, []int64{2, 3}))
 		p.exec(fmt.Sprintf(`
 copied = API.from_buffer_copy(table(GoT))
 class Viewed(GoT):

@@ -242,7 +242,7 @@ func TestDLPackToNumPy(t *testing.T) {
 		for i := range data {
 			data[i] = float64(i)
 		}
-		a := dlpack.NewArray(data, 2, 3)
+		a := dlpack.NewArray(data, []int64{2, 3})
 		none := p.eval("None")
 		addr := fmt.Sprint(uintptrOf(data))
 
@@ -287,7 +287,7 @@ func TestDLPackToNumPy(t *testing.T) {
 
 func TestDLPackRefusals(t *testing.T) {
 	py(t, func(p *session) {
-		a := dlpack.NewArray(dlpack.AlignedSlice[int32](4), 4)
+		a := dlpack.NewArray(dlpack.AlignedSlice[int32](4), []int64{4})
 		a.ReadOnly = true
 		none := p.eval("None")
 		for _, c := range []struct {

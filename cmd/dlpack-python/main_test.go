@@ -61,7 +61,7 @@ func demo_arange(n C.int64_t) C.int64_t {
 	for i := range xs {
 		xs[i] = float64(i)
 	}
-	return C.int64_t(demoRegister(dlpack.NewArray(xs, int64(n))))
+	return C.int64_t(demoRegister(dlpack.NewArray(xs, []int64{int64(n)})))
 }
 
 //export demo_sum

@@ -66,7 +66,7 @@ func main() {
 	for i := range x {
 		x[i] = float32(i%97) * 0.5
 	}
-	if err := s.Register("x", dlpack.NewArray(x, 1000, 64)); err != nil {
+	if err := s.Register("x", dlpack.NewArray(x, []int64{1000, 64})); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("serving x float32[1000 64] on", lis.Addr(), "(TLS, bearer token)")

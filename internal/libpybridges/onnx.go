@@ -207,7 +207,7 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 		onnxLastInputs = append(onnxLastInputs, onnxDataAddr(t))
 		onnxLastCopied = append(onnxLastCopied, t.Copied())
 	}
-	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
+	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim)))
 	if err != nil {
 		onnxFail(false, err)
 		return 0

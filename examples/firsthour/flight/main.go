@@ -20,7 +20,7 @@ func main() {
 		xs[i] = float32(i) / 2
 	}
 	s := dlflight.NewServer(dlflight.Options{})
-	if err := s.Register("weights", dlpack.NewArray(xs, 3, 4)); err != nil {
+	if err := s.Register("weights", dlpack.NewArray(xs, []int64{3, 4})); err != nil {
 		log.Fatal(err)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
