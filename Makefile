@@ -9,9 +9,9 @@ GO ?= go
 PKGS := work
 STATICCHECK := v0.8.2
 
-.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-example dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight compare-onnx oip compare-oip oip-example
+.PHONY: test modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python python-lib python-loader python-example firsthour dlpark downstream bench compare onnx onnx-example images arrow files gomlx cli pybridges-lib flight flight-example compare-onnx oip compare-oip oip-example
 
-test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream onnx images arrow files gomlx cli flight oip gpu-check
+test: modules fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo fuzz examples python dlpark downstream firsthour onnx images arrow files gomlx cli flight oip gpu-check
 	@echo "== all checks passed"
 
 # The modules: each tidy, none drifting from VERSION and go.work, and
@@ -103,7 +103,7 @@ $(VENV)/.installed: examples/python/requirements.txt
 python-lib:
 	$(GO) build -buildmode=c-shared -o .build/libgodlpack.so ./examples/python/libgodlpack
 
-python: python-lib $(VENV)/.installed $(VENV20)/.installed
+python: python-lib python-loader $(VENV)/.installed $(VENV20)/.installed
 	@echo "== Python interop (NumPy, JAX, pyarrow, pydlpack, through the c-shared library)"
 	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix.md $(PYRUN) -m pytest -q -p no:cacheprovider examples/python/tests
 	@echo "== pycapsule from Go, in an embedded CPython with NumPy: plain, -race, cgocheck2, asan"
@@ -115,6 +115,16 @@ python: python-lib $(VENV)/.installed $(VENV20)/.installed
 	GODLPACK_MATRIX=$(CURDIR)/docs/interop-matrix-numpy20.md $(PYRUN20) -m pytest -q -p no:cacheprovider examples/python/tests_numpy20
 	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
+
+# cmd/dlpack-python as a user runs it: a fresh module outside the
+# repository (the README's two lines), go generate, a c-shared library,
+# and NumPy through the generated loader, both ways; a library loaded with
+# ctypes.CDLL refused with a RuntimeError.
+python-loader: $(VENV)/.installed
+	@echo "== cmd/dlpack-python: a fresh module's library and its generated Python loader"
+	@out="$$(GODLPACK_PYTHON=$(CURDIR)/$(VENV)/bin/python $(GO) test -count=1 -v ./cmd/dlpack-python 2>&1)" || { echo "$$out"; exit 1; }; \
+		grep -E '^(---|ok|FAIL|panic)|round trip' <<< "$$out"; \
+		! grep -q -- '--- SKIP' <<< "$$out" || { echo "the round trip skipped"; exit 1; }
 
 python-example: python-lib $(VENV)/.installed
 	$(PYRUN) examples/python/demo.py
@@ -196,6 +206,14 @@ downstream:
 	GO=$(GO) bash examples/downstream/check.sh core
 	GO=$(GO) bash examples/downstream/check.sh flight
 
+# The first hour of a new user (examples/firsthour): a throw-away module
+# outside the repository made by the README's "Depending on it" lines;
+# a safetensors file to C, a Flight tensor to pyarrow.flight, an image
+# and a gonum matrix to NumPy through the generated Python loader.
+firsthour: $(VENV)/.installed
+	@echo "== the first hour: a module from the README's lines, three programs"
+	PY=$(CURDIR)/$(VENV)/bin/python GO=$(GO) bash examples/firsthour/check.sh
+
 # Tensor files (package tensorfile) against the real NumPy and safetensors
 # of the pinned venv: files each writes read bit for bit by the other,
 # NumPy sharing a Go mapping through DLPack, and the safetensors example.
@@ -250,6 +268,10 @@ flight: $(VENV)/.installed
 	$(FLIGHT_ENV) $(GO) test -count=1 ./dlflight
 	$(FLIGHT_ENV) $(GO) test -count=1 -race ./dlflight
 	$(FLIGHT_ENV) GOEXPERIMENT=cgocheck2 $(GO) test -count=1 ./dlflight
+	@$(MAKE) --no-print-directory flight-example
+
+# examples/flight alone, without the dlflight suite.
+flight-example: $(VENV)/.installed
 	@out="$$($(FLIGHT_ENV) $(GO) run ./examples/flight)" || { echo "$$out"; exit 1; }; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "examples/flight did not end with nothing outstanding"; exit 1; }
 

@@ -92,7 +92,7 @@ func TestHotPathAllocations(t *testing.T) {
 
 	// A Buffer taken Go to Go: only its safety net's allocations (the
 	// owner and the cleanup that release a Foreign nobody closed).
-	b, err := dlpack.NewBuffer[float32](4)
+	b, err := dlpack.NewBuffer[float32]([]int64{4})
 	require.NoError(t, err)
 	defer b.Close()
 	fromBuffer := testing.AllocsPerRun(100, func() {

@@ -263,7 +263,7 @@ func BenchmarkSizes(b *testing.B) {
 		n    int64
 	}{{"1KiB", 1 << 10}, {"1GiB", 1 << 30}} {
 		goData := make([]byte, size.n)
-		buf, err := dlpack.NewBuffer[byte](size.n)
+		buf, err := dlpack.NewBuffer[byte]([]int64{size.n})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func BenchmarkParallel(b *testing.B) {
 // BenchmarkBufferExportReleaseWarmCThread: the same for a Buffer, whose
 // deleter is pure C (no callback into Go from the C thread).
 func BenchmarkBufferExportReleaseWarmCThread(b *testing.B) {
-	buf, err := dlpack.NewBuffer[float32](32, 32)
+	buf, err := dlpack.NewBuffer[float32]([]int64{32, 32})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func BenchmarkBufferExportReleaseWarmCThread(b *testing.B) {
 // []float32 and closes it. No C, no pinning, no handle.
 func BenchmarkProtocolGoToGo(b *testing.B) {
 	b.ReportAllocs()
-	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
+	a := dlpack.NewArray(make([]float32, 1024), []int64{32, 32})
 	for b.Loop() {
 		f, err := dlpack.From(a)
 		if err != nil {
@@ -370,8 +370,8 @@ func BenchmarkProtocolGoToGo(b *testing.B) {
 // protocol (Produce), which reads it and calls the deleter.
 func BenchmarkProtocolProduce(b *testing.B) {
 	b.ReportAllocs()
-	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
-	req := dlpack.DefaultRequest()
+	a := dlpack.NewArray(make([]float32, 1024), []int64{32, 32})
+	req := dlpack.Request{}
 	for b.Loop() {
 		m, err := a.DLPack(req)
 		if err != nil {

@@ -43,7 +43,7 @@ func TestCheckedDescription(t *testing.T) {
 	checked := &checkedSource{cd: cd, own: new(countingOwner)}
 
 	reqs := []dlpack.Request{
-		dlpack.DefaultRequest(),
+		dlpack.Request{},
 		{}, // legacy: read-only data is copied
 		{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways},
 	}

@@ -23,8 +23,8 @@ func TestContractBreakers(t *testing.T) {
 	}{
 		{"From", func(p dlpack.Producer) error { return closed(dlpack.From(p)) }},
 		{"From writable", func(p dlpack.Producer) error { return closed(dlpack.From(p, dlpack.RequireWritable())) }},
-		{"FromRequest versioned", func(p dlpack.Producer) error { return closed(dlpack.FromRequest(p, dlpack.DefaultRequest())) }},
-		{"FromRequest legacy", func(p dlpack.Producer) error { return closed(dlpack.FromRequest(p, dlpack.Request{})) }},
+		{"FromRequest versioned", func(p dlpack.Producer) error { return closed(dlpack.FromRequest(p, dlpack.Request{})) }},
+		{"FromRequest legacy", func(p dlpack.Producer) error { return closed(dlpack.FromRequest(p, dlpack.Request{Legacy: true})) }},
 		{"FromRequest copy", func(p dlpack.Producer) error {
 			return closed(dlpack.FromRequest(p, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}))
 		}},
@@ -46,7 +46,7 @@ func TestContractBreakers(t *testing.T) {
 		if !ok {
 			continue
 		}
-		for _, req := range []dlpack.Request{{}, dlpack.DefaultRequest()} {
+		for _, req := range []dlpack.Request{{Legacy: true}, {}} {
 			t.Run(c.Name+"/Produce", func(t *testing.T) {
 				var err error
 				var m dlpack.Managed
@@ -65,7 +65,7 @@ func TestNilArrayDescribes(t *testing.T) {
 	var a *dlpack.Array[float32]
 	var d dlpack.Description
 	require.ErrorIs(t, a.DescribeTensor(&d), dlpack.ErrNilPointer)
-	_, err := a.DLPack(dlpack.DefaultRequest())
+	_, err := a.DLPack(dlpack.Request{})
 	require.ErrorIs(t, err, dlpack.ErrNilPointer)
 	assert.Equal(t, dlpack.CPUDevice, a.DLPackDevice())
 }

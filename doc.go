@@ -24,6 +24,27 @@
 // dlgonum.ToDense, dlgonum.CopyToDense). The README's bridges table lists
 // them for every package.
 //
+// # Why some entry points come in pairs
+//
+// Each pair was weighed against one entry point with an option:
+//
+//   - Import/ImportLegacy, Borrow/BorrowLegacy, BorrowBatch/BorrowBatchLegacy
+//     stay pairs. The suffix names the C struct p points at
+//     (DLManagedTensorVersioned or DLManagedTensor), which an
+//     unsafe.Pointer cannot carry and the bytes cannot tell: read with the
+//     wrong layout, the deleter is found at the wrong offset. An option
+//     would make that choice easy to forget in a list of requirements
+//     (RequireNDim, AssumeWritable, ...), where every other option only
+//     narrows what is accepted. Managed.Import picks the right one when
+//     the kind is known from a Managed. BorrowTensor is the third kind, a
+//     bare DLTensor with no deleter at all.
+//   - From/FromRequest stay a pair: From is the zero Request (RequireWritable
+//     makes it a writing one), and FromRequest states a copy, a device, a
+//     stream or a legacy tensor. A request passed as an option would be the
+//     one option that is not a requirement, and FromRequest(p, req) reads
+//     as what it does.
+//   - DefaultRequest is gone: the zero Request is the modern default.
+//
 // # The producer protocol
 //
 // A [Producer] hands out its tensor on request (the Go form of Python's
@@ -36,8 +57,8 @@
 // aligned and flagged [FlagIsCopied], or refused with [ErrAlignment] when
 // the request forbids copies or the memory is on a device.
 //
-//	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
-//	m, err := dlpack.Produce(a, dlpack.DefaultRequest()) // m.Pointer() for C
+//	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
+//	m, err := dlpack.Produce(a, dlpack.Request{}) // m.Pointer() for C
 //	...
 //	f, err := dlpack.From(a) // Go to Go: a Foreign sharing a's memory
 //	defer f.Close()
@@ -53,7 +74,9 @@
 // error releases it at once. The returned [Foreign] calls the producer's
 // deleter exactly once on Close (a cleanup does it for owners never
 // closed, and counts it), while [Borrow] releases when its callback
-// returns. Views of the data ([Slice], [ViewOf]) are valid only while the
+// returns. Whatever owns something is released by its Close method:
+// [Foreign], [Managed], and the [ManagedTensorVersioned] an [Export]
+// returns when it never reaches C, as in every bridge. Views of the data ([Slice], [ViewOf]) are valid only while the
 // tensor is open, and read-only data is never handed out writable.
 //
 // # A round trip through C

@@ -165,7 +165,7 @@ func ExampleSpan() {
 
 // Memory outside the Go heap, lent with a pure-C deleter.
 func ExampleNewBuffer() {
-	b, err := dlpack.NewBuffer[float32](2, 2)
+	b, err := dlpack.NewBuffer[float32]([]int64{2, 2})
 	if err != nil {
 		panic(err)
 	}
@@ -222,7 +222,7 @@ func ExampleDataTypeOf() {
 // A Go consumer takes any producer with From; a Go producer (here an
 // Array) is taken Go to Go, without C.
 func ExampleFrom() {
-	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	a := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
 	f, err := dlpack.From(a)
 	if err != nil {
 		panic(err)
@@ -258,16 +258,16 @@ func (m *paddedMatrix) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 func ExampleProduce() {
 	m := &paddedMatrix{rows: 2, cols: 2, stride: 3, data: []float64{1, 2, 0, 3, 4, 0}}
 	// A consumer that reads the pre-1.0 ABI gets a legacy tensor.
-	t, err := m.DLPack(dlpack.Request{})
+	t, err := m.DLPack(dlpack.Request{Legacy: true})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("legacy:", t.IsLegacy(), "strides:", unsafe.Slice(t.Legacy.DLTensor.Strides, 2))
-	t.Release() // what the consumer does when done
-	// A versioned consumer that forbids copies, asking for read-only data
-	// it cannot be told is read-only, is refused.
+	t.Close() // what the consumer does when done
+	// A legacy consumer that forbids copies, asking for read-only data it
+	// cannot be told is read-only, is refused.
 	ro := &dlpack.Array[float64]{Data: m.data, Shape: []int64{6}, ReadOnly: true}
-	_, err = ro.DLPack(dlpack.Request{Copy: dlpack.CopyNever})
+	_, err = ro.DLPack(dlpack.Request{Legacy: true, Copy: dlpack.CopyNever})
 	fmt.Println(errors.Is(err, dlpack.ErrReadOnly))
 	fmt.Println("outstanding:", dlpack.Outstanding())
 	// Output:

@@ -283,7 +283,7 @@ func TestGoToGo(t *testing.T) {
 }
 
 func TestBufferExport(t *testing.T) {
-	b, err := dlpack.NewBuffer[float64](2, 3)
+	b, err := dlpack.NewBuffer[float64]([]int64{2, 3})
 	require.NoError(t, err)
 	data := b.Data()
 	require.Len(t, data, 6)
@@ -317,7 +317,7 @@ func TestBufferExport(t *testing.T) {
 	requireNoOutstanding(t)
 	require.NoError(t, b.Close(), "Close is idempotent")
 
-	lb, err := dlpack.NewBuffer[int16](4)
+	lb, err := dlpack.NewBuffer[int16]([]int64{4})
 	require.NoError(t, err)
 	l, err := lb.ExportLegacy(nil)
 	require.NoError(t, err)
@@ -325,9 +325,9 @@ func TestBufferExport(t *testing.T) {
 	cshim.ReleaseOnThreads([]unsafe.Pointer{unsafe.Pointer(l)}, 1, true)
 	requireNoOutstanding(t)
 
-	_, err = dlpack.NewBuffer[float32](-1)
+	_, err = dlpack.NewBuffer[float32]([]int64{-1})
 	assert.ErrorIs(t, err, dlpack.ErrShape)
-	_, err = dlpack.NewBuffer[float64](1<<40, 1<<40)
+	_, err = dlpack.NewBuffer[float64]([]int64{1 << 40, 1 << 40})
 	assert.ErrorIs(t, err, dlpack.ErrOverflow)
 }
 
@@ -508,4 +508,27 @@ func TestImmediateDoubleReleaseCaught(t *testing.T) {
 		cshim.ReleaseVersioned(unsafe.Pointer(n))
 	}
 	assert.Zero(t, dlpack.Outstanding())
+}
+
+// What Export and ExportLegacy return is released from Go by its own
+// Close, and a second Close of our export is refused and counted.
+func TestExportClose(t *testing.T) {
+	m, err := dlpack.Export([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dlpack.Outstanding())
+	require.NoError(t, m.Close())
+	requireNoOutstanding(t)
+	before := dlpack.ReadStats().BadReleases
+	require.NoError(t, m.Close())
+	assert.Equal(t, before+1, dlpack.ReadStats().BadReleases, "a second Close is refused, not a double free")
+
+	l, err := dlpack.ExportLegacy([]int32{1, 2}, []int64{2})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dlpack.Outstanding())
+	require.NoError(t, l.Close())
+	requireNoOutstanding(t)
+
+	var none *dlpack.ManagedTensorVersioned
+	require.NoError(t, none.Close())
+	require.NoError(t, dlpack.Managed{}.Close())
 }

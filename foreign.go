@@ -217,6 +217,32 @@ func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []Import
 	return fn(Foreign{s: s, gen: s.gen()})
 }
 
+// BorrowTensor views the bare DLTensor at p (a borrowed DLTensor*, with
+// no manager and no deleter, as TVM-style packed calls and the DLPack 1.3
+// exchange API's dltensor_from_py_object_no_sync pass one) for the
+// duration of fn: it checks every field as Import does, calls fn, and ends
+// the view when fn returns (or panics). Nothing is released: the tensor
+// stays its lender's, who must keep it (struct, shape, strides and data)
+// valid until fn returns. It allocates nothing.
+//
+// A DLTensor carries no version and no flags, so the view reads as a
+// legacy tensor does: read-only unless AssumeWritable is given (the
+// lender's word that writing is allowed), NULL strides meaning compact
+// row-major, Legacy reporting true. The Foreign passed to fn, and every
+// slice or view made from it, is valid only until fn returns, and cannot
+// be handed on (ErrBorrowed, as for Borrow). On a validation error fn is
+// not called and the error is returned; otherwise BorrowTensor returns
+// fn's error.
+func BorrowTensor(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
+	s := takeState()
+	if err := s.loadTensor(p, opts); err != nil {
+		s.recycle()
+		return err
+	}
+	defer s.endScope()
+	return fn(Foreign{s: s, gen: s.gen()})
+}
+
 // BorrowBatch is Borrow for many tensors at once: it takes over every
 // DLManagedTensorVersioned in ps, validates each like Import, sets fs[i] to
 // the handle of ps[i], calls fn(fs[:len(ps)]), and when fn returns (or
@@ -443,7 +469,7 @@ func (s *foreignState) releaseClaimed() {
 		}
 	case s.goBlock != nil:
 		releaseGoBlock(s.goBlock, s.goRec) // our own export: no trip through C and back
-	default:
+	case s.deleter != 0:
 		callDeleter(s.deleter, s.self)
 	}
 	runtime.KeepAlive(s)
@@ -491,6 +517,35 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 	}
 	if err != nil {
 		callDeleter(s.deleter, uintptr(p))
+		return err
+	}
+	s.self = uintptr(p)
+	s.holds.Store(1)
+	return nil
+}
+
+// loadTensor validates the bare DLTensor at p, which has no deleter: the
+// state's release does nothing.
+func (s *foreignState) loadTensor(p unsafe.Pointer, opts []ImportOption) error {
+	if p == nil {
+		return fieldErr(ErrNilPointer, "DLTensor", "NULL", "")
+	}
+	if !cgoEnabled {
+		return ErrCgoRequired
+	}
+	t := (*Tensor)(p)
+	dims := s.dims[:]
+	if n := int(t.NDim); n > len(s.dims)/2 && n <= MaxNDim {
+		if cap(s.extra) < 2*n {
+			s.extra = make([]int64, 2*n)
+		}
+		dims = s.extra
+	}
+	s.deleter = 0
+	if err := checkTensor(&s.c, t, Version{}, 0, true, dims); err != nil {
+		return err
+	}
+	if err := s.settle(p, true, opts); err != nil {
 		return err
 	}
 	s.self = uintptr(p)

@@ -571,7 +571,7 @@ type Buffer[T Element] struct {
 }
 
 // NewBuffer allocates a compact row-major buffer of the given shape.
-func NewBuffer[T Element](shape ...int64) (*Buffer[T], error) {
+func NewBuffer[T Element](shape []int64) (*Buffer[T], error) {
 	if !cgoEnabled {
 		return nil, ErrCgoRequired
 	}

@@ -18,7 +18,7 @@ func TestWithoutCgo(t *testing.T) {
 	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
 	_, err = dlpack.ExportLegacy([]float32{1}, []int64{1})
 	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
-	_, err = dlpack.NewBuffer[float32](2)
+	_, err = dlpack.NewBuffer[float32]([]int64{2})
 	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
 	var m dlpack.ManagedTensorVersioned
 	_, err = dlpack.Import(unsafe.Pointer(&m))
@@ -34,13 +34,13 @@ func TestWithoutCgo(t *testing.T) {
 // Go to Go needs no C: From takes an Array without cgo; handing it to C
 // (Produce) reports ErrCgoRequired.
 func TestProtocolWithoutCgo(t *testing.T) {
-	a := dlpack.NewArray([]float32{1, 2, 3, 4}, 2, 2)
+	a := dlpack.NewArray([]float32{1, 2, 3, 4}, []int64{2, 2})
 	f, err := dlpack.From(a)
 	require.NoError(t, err)
 	xs, err := dlpack.Slice[float32](f)
 	require.NoError(t, err)
 	assert.Equal(t, a.Data, xs)
 	require.NoError(t, f.Close())
-	_, err = a.DLPack(dlpack.DefaultRequest())
+	_, err = a.DLPack(dlpack.Request{})
 	require.ErrorIs(t, err, dlpack.ErrCgoRequired)
 }

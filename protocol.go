@@ -56,13 +56,19 @@ func (m CopyMode) String() string {
 // arguments of Python's __dlpack__(stream, max_version, dl_device, copy),
 // plus whether the consumer will write.
 //
-// The zero Request asks for a legacy DLManagedTensor, as Python's
-// max_version=None does; Go consumers start from DefaultRequest.
+// The zero Request is the modern default: a DLManagedTensorVersioned of
+// this package's version, shared when possible and copied when needed, on
+// the producer's device. A legacy DLManagedTensor (what Python's
+// max_version=None asks for) is asked for explicitly, with Legacy.
 type Request struct {
-	// MaxVersion is the highest DLPack version the consumer reads. A major
-	// version below 1 asks for a legacy DLManagedTensor; 1 or more for a
-	// DLManagedTensorVersioned of this package's version.
+	// MaxVersion is the highest DLPack version the consumer reads: the zero
+	// Version (not stated) or 1.x and later get a DLManagedTensorVersioned
+	// of this package's version; a stated version below 1 (0.8, say) gets
+	// a legacy DLManagedTensor, as Legacy does.
 	MaxVersion Version
+	// Legacy asks for a legacy (pre-1.0) DLManagedTensor, which carries no
+	// flags: read-only data then goes as a copy (see Copy).
+	Legacy bool
 	// Copy says whether the producer may, must or must not copy.
 	Copy CopyMode
 	// Device is the device the consumer wants the data on; the zero Device
@@ -77,16 +83,15 @@ type Request struct {
 	Writable bool
 }
 
-// DefaultRequest is the request From sends: a versioned tensor of this
-// package's version, shared when possible, on the producer's device.
-func DefaultRequest() Request { return Request{MaxVersion: CurrentVersion} }
-
-// Legacy reports whether the request asks for a legacy DLManagedTensor.
-func (r Request) Legacy() bool { return r.MaxVersion.Major < 1 }
+// IsLegacy reports whether the request asks for a legacy DLManagedTensor:
+// Legacy is set, or MaxVersion is stated and below 1.0.
+func (r Request) IsLegacy() bool {
+	return r.Legacy || (r.MaxVersion != Version{} && r.MaxVersion.Major < 1)
+}
 
 // Managed is a managed tensor handed from a producer to a consumer: exactly
 // one of its fields is set, as negotiated by the Request. Whoever holds it
-// owns it until it calls the deleter (Release) or hands it on (Import, a C
+// owns it until it calls the deleter (Close) or hands it on (Import, a C
 // consumer, a Python capsule).
 type Managed struct {
 	Versioned *ManagedTensorVersioned
@@ -113,15 +118,43 @@ func (m Managed) Import(opts ...ImportOption) (Foreign, error) {
 	return Import(unsafe.Pointer(m.Versioned), opts...)
 }
 
-// Release calls the tensor's deleter (if any): for a consumer that gives
-// up a tensor it will not use. The zero Managed is a no-op.
-func (m Managed) Release() {
+// Close calls the tensor's deleter (if any): for a holder that gives up
+// a tensor it will not use or hand on. The zero Managed is a no-op. Close
+// at most once, and never after handing m on: the deleter frees the
+// struct. It returns nil (a deleter reports nothing); the error is there
+// so that every owner of the library closes the same way (io.Closer).
+func (m Managed) Close() error {
 	switch {
 	case m.Versioned != nil:
-		callDeleter(m.Versioned.Deleter, uintptr(unsafe.Pointer(m.Versioned)))
+		return m.Versioned.Close()
 	case m.Legacy != nil:
-		callDeleter(m.Legacy.Deleter, uintptr(unsafe.Pointer(m.Legacy)))
+		return m.Legacy.Close()
 	}
+	return nil
+}
+
+// Close calls m's deleter, if it has one, with m: what a holder of the
+// tensor that does not hand it on does, such as the caller of Export
+// whose C consumer refused it. Close at most once, and never after handing
+// m to a consumer (which then owns it): the deleter frees the struct. For
+// a tensor this package exported, a second call is refused and counted
+// (Stats.BadReleases) as long as the struct was not reused by a later
+// export. A nil m is a no-op. It returns nil (a deleter reports nothing);
+// the error is there so that every owner closes the same way (io.Closer).
+func (m *ManagedTensorVersioned) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
+}
+
+// Close calls m's deleter, if it has one, with m: ManagedTensorVersioned's
+// Close for the legacy struct, with the same rules.
+func (m *ManagedTensor) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
 }
 
 // Producer is a Go value that holds a tensor and hands it out: the Go
@@ -412,12 +445,12 @@ func negotiate(c *checked, req *Request, hostData bool) (copyData bool, err erro
 		return false, fieldErr(ErrRequest, "request.copy", req.Copy, "unknown copy mode")
 	}
 	readOnly := !c.writable
-	copyData = req.Copy == CopyAlways || (readOnly && (req.Legacy() || req.Writable))
+	copyData = req.Copy == CopyAlways || (readOnly && (req.IsLegacy() || req.Writable))
 	if !copyData {
 		return false, nil
 	}
 	if req.Copy == CopyNever {
-		if req.Legacy() {
+		if req.IsLegacy() {
 			return false, fieldErr(ErrReadOnly, "request.max_version", req.MaxVersion,
 				"read-only data needs a versioned tensor (legacy ones cannot carry the flag) or a copy, and the request forbids copies")
 		}
@@ -540,7 +573,7 @@ func produceDescribed(ps *produceState, req Request, s Source) (Managed, error) 
 		releaseOwner(owner)
 		return Managed{}, err
 	}
-	legacy := req.Legacy()
+	legacy := req.IsLegacy()
 	if copyData {
 		var src unsafe.Pointer
 		if c.numel > 0 {
@@ -686,7 +719,7 @@ func numelOf(shape []int64) int64 {
 
 // ---- The consumer entry ----------------------------------------------------
 
-// From takes any Producer's tensor as a Foreign, sending DefaultRequest
+// From takes any Producer's tensor as a Foreign, sending the zero Request
 // (RequireWritable among opts makes it a writing request).
 //
 // A Source (Array, Buffer, Foreign, the bridges' types) is taken Go to Go:
@@ -741,7 +774,7 @@ func fromProducer(p Producer, req *Request, opts []ImportOption) (Foreign, error
 	if err != nil {
 		// A producer returns no tensor with an error; one that did broke
 		// the contract, and the tensor is ours to release.
-		m.Release()
+		m.Close()
 		return Foreign{}, err
 	}
 	if m.Pointer() == nil {
@@ -798,12 +831,12 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 		if c.numel > 0 {
 			first = unsafe.Add(data, byteOff)
 		}
-		p, err := exportCopy(&c, first, req.Legacy())
+		p, err := exportCopy(&c, first, req.IsLegacy())
 		releaseOwner(o)
 		if err != nil {
 			return Foreign{}, err
 		}
-		return managedOf(p, req.Legacy()).Import(opts...)
+		return managedOf(p, req.IsLegacy()).Import(opts...)
 	}
 	if s.c.numel > 0 && d.Data != nil {
 		s.goBase, s.goOff = unsafe.Add(d.Data, d.ByteOffset), 0
@@ -900,8 +933,8 @@ type Array[T Element] struct {
 }
 
 // NewArray returns a compact row-major Array of data with the given shape
-// (a 1-D shape of len(data) if none is given).
-func NewArray[T Element](data []T, shape ...int64) *Array[T] {
+// (nil: a 1-D shape of len(data); []int64{}: a 0-d tensor).
+func NewArray[T Element](data []T, shape []int64) *Array[T] {
 	if shape == nil {
 		shape = []int64{int64(len(data))}
 	}
@@ -1007,8 +1040,8 @@ func (b *Buffer[T]) DLPack(req Request) (Managed, error) {
 	if !shareAsIs {
 		return Produce(b, req)
 	}
-	p, err := b.export(nil, nil, req.Legacy())
-	return managedOf(p, req.Legacy()), err
+	p, err := b.export(nil, nil, req.IsLegacy())
+	return managedOf(p, req.IsLegacy()), err
 }
 
 // DescribeTensor implements Source, which makes a Foreign re-exportable:

@@ -60,14 +60,14 @@ func FuzzProduce(f *testing.F) {
 			data[i] = int32(i)
 		}
 		a := &dlpack.Array[int32]{Data: data, Shape: shape, Strides: strides, Offset: offset, ReadOnly: readOnly}
-		req := dlpack.DefaultRequest()
+		req := dlpack.Request{}
 		if legacy {
-			req = dlpack.Request{}
+			req = dlpack.Request{Legacy: true}
 		}
 		m, errP := a.DLPack(req)
 		g, errF := dlpack.FromRequest(a, req)
 		if (errP == nil) != (errF == nil) {
-			m.Release()
+			m.Close()
 			g.Close()
 			t.Fatalf("Produce and From disagree: %v / %v", errP, errF)
 		}

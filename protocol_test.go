@@ -59,7 +59,7 @@ func newCounting(n int, shape ...int64) *countingSource {
 
 func TestFromArrayGoToGo(t *testing.T) {
 	xs := []float32{1, 2, 3, 4, 5, 6}
-	a := dlpack.NewArray(xs, 2, 3)
+	a := dlpack.NewArray(xs, []int64{2, 3})
 	f, err := dlpack.From(a)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{2, 3}, f.Shape())
@@ -77,7 +77,7 @@ func TestFromArrayGoToGo(t *testing.T) {
 }
 
 func TestFromArrayNoAllocs(t *testing.T) {
-	a := dlpack.NewArray(make([]float32, 1024), 32, 32)
+	a := dlpack.NewArray(make([]float32, 1024), []int64{32, 32})
 	allocs := testing.AllocsPerRun(1000, func() {
 		f, err := dlpack.From(a)
 		if err != nil {
@@ -133,7 +133,7 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 	for i := range xs {
 		xs[i] = float32(i)
 	}
-	m, err := dlpack.NewArray(xs, 2, 3).DLPack(dlpack.DefaultRequest())
+	m, err := dlpack.NewArray(xs, []int64{2, 3}).DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	require.NotNil(t, m.Versioned)
 	assert.Nil(t, m.Legacy)
@@ -141,13 +141,13 @@ func TestProduceArrayVersionedShares(t *testing.T) {
 	assert.Zero(t, m.Versioned.DLTensor.ByteOffset)
 	assert.Equal(t, int64(1), dlpack.Outstanding())
 	assert.Equal(t, 15.0, cshim.SumVersioned(unsafe.Pointer(m.Versioned)))
-	m.Release()
+	m.Close()
 	assert.Zero(t, dlpack.Outstanding())
 }
 
 func TestProduceReleasesOwnerOnce(t *testing.T) {
 	s := newCounting(6, 2, 3)
-	m, err := dlpack.Produce(s, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(s, dlpack.Request{})
 	require.NoError(t, err)
 	runtime.GC()
 	assert.Zero(t, s.own.released.Load(), "the owner is held until the deleter")
@@ -160,7 +160,7 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	s := newCounting(4, 4)
 	s.readOnly = true
 	// A legacy consumer (JAX asks with stream=None only) gets a copy.
-	m, err := dlpack.Produce(s, dlpack.Request{})
+	m, err := dlpack.Produce(s, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
 	assert.True(t, m.IsLegacy())
@@ -168,10 +168,10 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	assert.Zero(t, m.Legacy.DLTensor.Data%256, "copies are 256-byte aligned")
 	assert.Equal(t, 6.0, cshim.SumLegacy(unsafe.Pointer(m.Legacy)))
 	assert.Equal(t, int64(1), s.own.released.Load(), "a copy owes nothing to its source")
-	m.Release()
+	m.Close()
 
 	// Unless copies are forbidden.
-	_, err = dlpack.Produce(s, dlpack.Request{Copy: dlpack.CopyNever})
+	_, err = dlpack.Produce(s, dlpack.Request{Legacy: true, Copy: dlpack.CopyNever})
 	assert.ErrorIs(t, err, dlpack.ErrReadOnly)
 	var fe *dlpack.FieldError
 	require.ErrorAs(t, err, &fe)
@@ -179,11 +179,11 @@ func TestProduceLegacyReadOnly(t *testing.T) {
 	assert.Equal(t, int64(2), s.own.released.Load(), "a refused description is released too")
 
 	// A versioned consumer shares it, flagged.
-	m, err = dlpack.Produce(s, dlpack.DefaultRequest())
+	m, err = dlpack.Produce(s, dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, dlpack.FlagReadOnly, m.Versioned.Flags)
 	assert.Equal(t, uintptr(unsafe.Pointer(&s.data[0])), m.Versioned.DLTensor.Data)
-	m.Release()
+	m.Close()
 	assert.Equal(t, int64(3), s.own.released.Load())
 	assert.Zero(t, dlpack.Outstanding())
 }
@@ -229,11 +229,11 @@ func TestProduceRequestErrors(t *testing.T) {
 	// stream=-1 (no synchronisation) is fine on the CPU.
 	m, err := dlpack.Produce(s, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: -1, HasStream: true})
 	require.NoError(t, err)
-	m.Release()
+	m.Close()
 	// The CPU device, asked for explicitly, is fine too.
 	m, err = dlpack.Produce(s, dlpack.Request{MaxVersion: dlpack.CurrentVersion, Device: dlpack.CPUDevice})
 	require.NoError(t, err)
-	m.Release()
+	m.Close()
 }
 
 func TestDescriptionErrors(t *testing.T) {
@@ -255,7 +255,7 @@ func TestDescriptionErrors(t *testing.T) {
 			s := newCounting(4, 4)
 			c.mut(s)
 			for _, produce := range []func() error{
-				func() error { _, err := dlpack.Produce(s, dlpack.DefaultRequest()); return err },
+				func() error { _, err := dlpack.Produce(s, dlpack.Request{}); return err },
 				func() error { _, err := dlpack.From(s); return err },
 			} {
 				err := produce()
@@ -279,10 +279,10 @@ func TestReexportChain(t *testing.T) {
 		ct := cshim.Make(cpuF32([]int64{2, 3}, f32s(1, 2, 3, 4, 5, 6)))
 		f, err := dlpack.Import(ct.Ptr)
 		require.NoError(t, err)
-		m1, err := f.DLPack(dlpack.DefaultRequest())
+		m1, err := f.DLPack(dlpack.Request{})
 		require.NoError(t, err)
 		assert.Equal(t, f.DataAddr(), m1.Versioned.DLTensor.Data, "handed on without a copy")
-		m2, err := dlpack.Produce(f, dlpack.Request{}) // legacy, writable data: shared too
+		m2, err := dlpack.Produce(f, dlpack.Request{Legacy: true}) // legacy, writable data: shared too
 		require.NoError(t, err)
 		assert.Equal(t, f.DataAddr(), m2.Legacy.DLTensor.Data)
 		assert.Equal(t, 21.0, cshim.SumVersioned(m1.Pointer()))
@@ -319,14 +319,14 @@ func TestReexportGoToGo(t *testing.T) {
 	assert.Equal(t, int64(1), ct.Deletes())
 
 	// A closed Foreign cannot be handed on.
-	_, err = f.DLPack(dlpack.DefaultRequest())
+	_, err = f.DLPack(dlpack.Request{})
 	assert.ErrorIs(t, err, dlpack.ErrClosed)
 }
 
 func TestReexportBorrowedRefused(t *testing.T) {
 	ct := cshim.Make(cpuF32([]int64{3}, f32s(1, 2, 3)))
 	err := dlpack.Borrow(ct.Ptr, func(f dlpack.Foreign) error {
-		_, err := f.DLPack(dlpack.DefaultRequest())
+		_, err := f.DLPack(dlpack.Request{})
 		return err
 	})
 	assert.ErrorIs(t, err, dlpack.ErrBorrowed)
@@ -339,13 +339,13 @@ func TestReexportReadOnlyLegacyCopies(t *testing.T) {
 	ct := cshim.Make(spec)
 	f, err := dlpack.Import(ct.Ptr)
 	require.NoError(t, err)
-	m, err := f.DLPack(dlpack.Request{}) // a legacy consumer, as JAX is
+	m, err := f.DLPack(dlpack.Request{Legacy: true}) // a legacy consumer, as JAX is
 	require.NoError(t, err)
 	assert.NotEqual(t, f.DataAddr(), m.Legacy.DLTensor.Data)
 	assert.Equal(t, 6.0, cshim.SumLegacy(m.Pointer()))
 	require.NoError(t, f.Close())
 	assert.Equal(t, int64(1), ct.Deletes(), "the copy holds nothing of the original")
-	m.Release()
+	m.Close()
 }
 
 // TestReexportConcurrent: the Go owner and many consumers let go at once,
@@ -358,7 +358,7 @@ func TestReexportConcurrent(t *testing.T) {
 		var ms []unsafe.Pointer
 		var gs []dlpack.Foreign
 		for i := 0; i < 8; i++ {
-			m, err := f.DLPack(dlpack.DefaultRequest())
+			m, err := f.DLPack(dlpack.Request{})
 			require.NoError(t, err)
 			ms = append(ms, m.Pointer())
 			g, err := dlpack.From(f)
@@ -403,7 +403,7 @@ type plainProducer struct{ xs []int64 }
 
 func (p plainProducer) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 func (p plainProducer) DLPack(req dlpack.Request) (dlpack.Managed, error) {
-	if req.Legacy() {
+	if req.IsLegacy() {
 		m, err := dlpack.ExportLegacy(p.xs, []int64{int64(len(p.xs))})
 		return dlpack.Managed{Legacy: m}, err
 	}
@@ -422,19 +422,19 @@ func TestFromPlainProducer(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.Zero(t, dlpack.Outstanding())
 
-	f, err = dlpack.FromRequest(p, dlpack.Request{})
+	f, err = dlpack.FromRequest(p, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	assert.True(t, f.Legacy())
 	require.NoError(t, f.Close())
 }
 
 func TestBufferAsSource(t *testing.T) {
-	b, err := dlpack.NewBuffer[int16](2, 2)
+	b, err := dlpack.NewBuffer[int16]([]int64{2, 2})
 	require.NoError(t, err)
 	copy(b.Data(), []int16{1, 2, 3, 4})
 	f, err := dlpack.From(b)
 	require.NoError(t, err)
-	m, err := b.DLPack(dlpack.DefaultRequest())
+	m, err := b.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	xs, err := dlpack.Slice[int16](f)
@@ -442,7 +442,7 @@ func TestBufferAsSource(t *testing.T) {
 	assert.Equal(t, []int16{1, 2, 3, 4}, xs, "the memory outlives Close while held")
 	require.NoError(t, f.Close())
 	assert.Positive(t, dlpack.ReadStats().CBlocks, "the consumer still holds the buffer")
-	m.Release()
+	m.Close()
 	assert.Zero(t, dlpack.ReadStats().CBlocks, "freed with the last holder")
 	_, err = dlpack.From(b)
 	assert.ErrorIs(t, err, dlpack.ErrClosed)
@@ -465,8 +465,8 @@ func TestAlignedSlice(t *testing.T) {
 }
 
 func TestEmptyArrayProduce(t *testing.T) {
-	a := dlpack.NewArray([]float32{}, 0, 3)
-	m, err := a.DLPack(dlpack.DefaultRequest())
+	a := dlpack.NewArray([]float32{}, []int64{0, 3})
+	m, err := a.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	assert.NotZero(t, m.Versioned.DLTensor.Data, "never NULL")
 	f, err := m.Import()
@@ -482,7 +482,7 @@ func TestEmptyArrayProduce(t *testing.T) {
 func TestManagedZero(t *testing.T) {
 	var m dlpack.Managed
 	assert.Nil(t, m.Pointer())
-	m.Release()
+	m.Close()
 	_, err := m.Import()
 	assert.True(t, errors.Is(err, dlpack.ErrNilPointer))
 }
@@ -491,7 +491,7 @@ func TestManagedZero(t *testing.T) {
 // when the request needs a copy (a read-only one for a legacy consumer).
 func TestEmptyNilDataCopies(t *testing.T) {
 	a := &dlpack.Array[float64]{Shape: []int64{0}, ReadOnly: true}
-	m, err := a.DLPack(dlpack.Request{})
+	m, err := a.DLPack(dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
 	f, err := m.Import()
@@ -508,24 +508,24 @@ func TestEmptyNilDataCopies(t *testing.T) {
 // as it is. (From takes a Buffer with no allocation but its safety net's:
 // TestHotPathAllocations.)
 func TestBufferDLPackPureC(t *testing.T) {
-	b, err := dlpack.NewBuffer[float32](4)
+	b, err := dlpack.NewBuffer[float32]([]int64{4})
 	require.NoError(t, err)
 	defer b.Close()
 	before := dlpack.ReadStats()
-	m, err := b.DLPack(dlpack.DefaultRequest())
+	m, err := b.DLPack(dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, before.BufferExports+1, dlpack.ReadStats().BufferExports, "the buffer's own export")
 	assert.Equal(t, before.GoExports, dlpack.ReadStats().GoExports)
 	assert.Equal(t, uintptr(unsafe.Pointer(&b.Data()[0])), m.Versioned.DLTensor.Data)
 	cshim.ReleaseOnThreads([]unsafe.Pointer{m.Pointer()}, 1, false)
-	m, err = b.DLPack(dlpack.Request{})
+	m, err = b.DLPack(dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, m.Legacy)
-	m.Release()
+	m.Close()
 	m, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways})
 	require.NoError(t, err)
 	assert.True(t, m.Versioned.Flags&dlpack.FlagIsCopied != 0)
-	m.Release()
+	m.Close()
 	_, err = b.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 3, HasStream: true})
 	assert.ErrorIs(t, err, dlpack.ErrRequest)
 	// From's allocations: TestHotPathAllocations.
@@ -557,7 +557,7 @@ func TestProduceMisalignedCopies(t *testing.T) {
 		binary.LittleEndian.PutUint64(raw[4+8*i:], math.Float64bits(v))
 	}
 	s := &misalignedSource{raw: raw, own: new(countingOwner)}
-	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}, {}} {
+	for _, req := range []dlpack.Request{{}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}, {Legacy: true}} {
 		m, err := dlpack.Produce(s, req)
 		require.NoError(t, err, "request %+v", req)
 		var tn *dlpack.Tensor
@@ -574,7 +574,7 @@ func TestProduceMisalignedCopies(t *testing.T) {
 		} else {
 			assert.Equal(t, 2.75, cshim.SumVersioned(unsafe.Pointer(m.Versioned)))
 		}
-		m.Release()
+		require.NoError(t, m.Close())
 	}
 	assert.Equal(t, int64(3), s.own.released.Load())
 
@@ -588,7 +588,7 @@ func TestProduceMisalignedCopies(t *testing.T) {
 
 	// Device memory cannot be copied here: refused, whatever the request.
 	g := &misalignedSource{raw: raw, device: dlpack.Device{Type: dlpack.CUDA}, own: new(countingOwner)}
-	_, err = dlpack.Produce(g, dlpack.DefaultRequest())
+	_, err = dlpack.Produce(g, dlpack.Request{})
 	require.ErrorIs(t, err, dlpack.ErrAlignment)
 	assert.Contains(t, err.Error(), "cuda")
 	assert.Equal(t, int64(1), g.own.released.Load())
@@ -605,4 +605,27 @@ func TestDataTypeAlignment(t *testing.T) {
 	} {
 		assert.Equal(t, want, dt.Alignment(), "%v", dt)
 	}
+}
+
+// The zero Request is the modern default: a versioned tensor of this
+// package's version, shared; legacy is asked for explicitly, by Legacy or
+// a stated MaxVersion below 1.0.
+func TestZeroRequestIsVersioned(t *testing.T) {
+	xs := dlpack.AlignedSlice[float32](6)
+	a := dlpack.NewArray(xs, []int64{2, 3})
+	m, err := dlpack.Produce(a, dlpack.Request{})
+	require.NoError(t, err)
+	require.NotNil(t, m.Versioned, "the zero Request gets a versioned tensor")
+	assert.Equal(t, dlpack.CurrentVersion, m.Versioned.Version)
+	assert.Equal(t, uintptr(unsafe.Pointer(&xs[0])), m.Versioned.DLTensor.Data, "shared, not copied")
+	assert.False(t, dlpack.Request{}.IsLegacy())
+	require.NoError(t, m.Close())
+	for _, req := range []dlpack.Request{{Legacy: true}, {MaxVersion: dlpack.Version{Minor: 8}}} {
+		assert.True(t, req.IsLegacy(), "%+v", req)
+		m, err := dlpack.Produce(a, req)
+		require.NoError(t, err)
+		require.NotNil(t, m.Legacy, "%+v asks for a legacy tensor", req)
+		require.NoError(t, m.Close())
+	}
+	requireNoOutstanding(t)
 }

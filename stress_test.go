@@ -136,7 +136,7 @@ func TestStressGoroutinesAndForeignThreads(t *testing.T) {
 		go func(g int) {
 			defer exp.Done()
 			xs := []float32{1, 2, 3, 4}
-			buf, err := dlpack.NewBuffer[float32](4)
+			buf, err := dlpack.NewBuffer[float32]([]int64{4})
 			if err != nil {
 				t.Error(err)
 				return

@@ -6,6 +6,7 @@ batches) and fails if Python objects or Go exports were left behind.
 
 Run by bench/compare.sh (make compare) with GODLPACK_LIB naming the
 c-shared library and examples/python on PYTHONPATH; needs NumPy and tvm-ffi."""
+import ctypes
 import gc
 import statistics
 import sys
@@ -43,6 +44,26 @@ def hide_tvm(on):
 
 api = godlpack.GoTensor.__dlpack_c_exchange_api__
 go = [godlpack.GoTensor(2, 3) for _ in range(8)]
+
+# A copy of GoTensor's table on a subclass: not the library's own table,
+# so Go calls its C entries as it would any other library's, the
+# managed one (take_many) or the DLTensor one (view_many).
+_get = ctypes.pythonapi.PyCapsule_GetPointer
+_get.restype, _get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_new = ctypes.pythonapi.PyCapsule_New
+_new.restype, _new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+table_copy = ctypes.create_string_buffer(64)  # DLPackExchangeAPI: header (16 bytes) and 6 entries
+ctypes.memmove(table_copy, _get(api, b"dlpack_exchange_api"), 64)
+
+
+class Viewed(godlpack.GoTensor):
+    __dlpack_c_exchange_api__ = _new(ctypes.addressof(table_copy), b"dlpack_exchange_api", None)
+
+
+viewed = [godlpack.GoTensor(2, 3) for _ in range(8)]
+for _v in viewed:
+    _v.__class__ = Viewed
+del _v
 tvm = [Wrapper(tvm_ffi.from_dlpack(np.arange(6.0).reshape(2, 3))) for _ in range(8)]
 
 
@@ -69,6 +90,29 @@ CASES = [
     ("Python → Go: Go takes a GoTensor and releases it, in a Go loop", go, into_go, hide_go,
      "table_imports", "protocol_imports"),
 ]
+
+
+def view_vs_take():
+    """Go views each object through the DLTensor entry (BorrowTensor) and
+    takes it through the managed entry (Borrow), batches interleaved: the
+    medians, ns per exchange."""
+    per = max(1, N // len(viewed))
+    view, take = [], []
+    for _ in range(BATCHES):
+        s0 = godlpack.exchange_stats()
+        t0 = time.perf_counter_ns()
+        for o in viewed:
+            godlpack.view_many(o, per)
+        view.append((time.perf_counter_ns() - t0) / (per * len(viewed)))
+        s1 = godlpack.exchange_stats()
+        t0 = time.perf_counter_ns()
+        for o in viewed:
+            godlpack.take_many(o, per)
+        take.append((time.perf_counter_ns() - t0) / (per * len(viewed)))
+        s2 = godlpack.exchange_stats()
+        assert s1["table_views"] - s0["table_views"] == per * len(viewed), "DLTensor path not taken"
+        assert s2["table_imports"] - s1["table_imports"] == per * len(viewed), "managed path not taken"
+    return statistics.median(view), statistics.median(take)
 
 
 def per_op(objs, fn):
@@ -117,24 +161,27 @@ def main():
         rows[name] = measure(objs, fn, toggle, ts, ps)
     N = n
     floor = []  # made before the objects are counted
-    refs = [sys.getrefcount(o) for o in go + tvm]
+    refs = [sys.getrefcount(o) for o in go + tvm + viewed]
     live = godlpack.live()
     gc.collect()
     objects = len(gc.get_objects())
     for name, objs, fn, toggle, ts, ps in CASES:
         rows[name] = measure(objs, fn, toggle, ts, ps, floor if fn is go_to_tvm else None)
+    view_vs_take()  # warm up
+    view, take = view_vs_take()
     gc.collect()
     leaked = len(gc.get_objects()) - objects
-    assert [sys.getrefcount(o) for o in go + tvm] == refs, "reference counts of the exchanged objects changed"
+    assert [sys.getrefcount(o) for o in go + tvm + viewed] == refs, "reference counts of the exchanged objects changed"
     stats = godlpack.exchange_stats()
     assert godlpack.live() == live and stats["live_lent"] == 0, "Go tensors left behind"
-    assert godlpack.outstanding() == stats["live_exports"] == len(go), "one export per GoTensor, held by it"
+    assert godlpack.outstanding() == stats["live_exports"] == len(go) + len(viewed), "one export per GoTensor, held by it"
     assert leaked <= 0, f"{leaked} Python objects left behind"
     print("| exchange (same objects, one process) | through the table, ns | through `__dlpack__`, ns | speed-up |")
     print("|---|---|---|---|")
     for name, (t, p) in rows.items():
         print(f"| {name} | {t:.0f} | {p:.0f} | {p / t:.1f}× |")
     go.clear()
+    viewed.clear()
     gc.collect()
     assert godlpack.outstanding() == 0, "exports outlived their objects"
     print(f"| floor of the first row: `tvm_ffi.from_dlpack` of tvm-ffi's own table type (DLTensorTestWrapper) | "
@@ -142,6 +189,12 @@ def main():
     ratio = rows[CASES[0][0]][0] / statistics.median(floor)
     print(f"\n- target: Go → tvm-ffi through the table within 1.5× of tvm-ffi's own type (the floor row): "
           f"{ratio:.2f}× (limit 1.5×): **{'met' if ratio <= 1.5 else 'missed'}**")
+    print("\n| Go takes a Python object through a table (same objects, one process) | "
+          "`dltensor_from_py_object_no_sync` + `BorrowTensor`, ns | "
+          "`managed_tensor_from_py_object_no_sync` + `Borrow`, ns | speed-up |")
+    print("|---|---|---|---|")
+    print(f"| a GoTensor whose type carries a copy of its table (the C entries run), in a Go loop | "
+          f"{view:.0f} | {take:.0f} | {take / view:.1f}× |")
     print(f"\n{N} exchanges per batch, median of {BATCHES} interleaved batches per path; "
           f"Python objects left behind: {max(leaked, 0)}; Go exports outstanding: {godlpack.outstanding()}; "
           f"tvm-ffi {tvm_ffi.__version__}, NumPy {np.__version__}, CPython {sys.version.split()[0]}.")

@@ -30,8 +30,8 @@ func BenchmarkArrowProduce(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer t.Release()
-	req := dlpack.DefaultRequest()
+	defer t.Close()
+	req := dlpack.Request{}
 	for b.Loop() {
 		m, err := t.DLPack(req)
 		if err != nil {
@@ -47,14 +47,14 @@ func BenchmarkArrowExport(b *testing.B) {
 	b.ReportAllocs()
 	col := float32Column(1024)
 	defer col.Release()
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	for b.Loop() {
 		t, err := dlarrow.FromArray(col)
 		if err != nil {
 			b.Fatal(err)
 		}
 		m, err := t.DLPack(req)
-		t.Release()
+		t.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func BenchmarkArrowGoToGo(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer t.Release()
+	defer t.Close()
 	for b.Loop() {
 		f, err := dlpack.From(t)
 		if err != nil {

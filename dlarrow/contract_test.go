@@ -33,7 +33,7 @@ func TestNilArguments(t *testing.T) {
 		{"FromTensor(typed nil)", func() error { _, err := dlarrow.FromTensor((*tensor.Float32)(nil)); return err }},
 		{"CopyFromArray(nil)", func() error { _, err := dlarrow.CopyFromArray[float32](nil, 0); return err }},
 		{"From(nil *Tensor)", func() error { _, err := dlpack.From((*dlarrow.Tensor)(nil)); return err }},
-		{"Produce(nil *Tensor)", func() error { _, err := dlpack.Produce((*dlarrow.Tensor)(nil), dlpack.DefaultRequest()); return err }},
+		{"Produce(nil *Tensor)", func() error { _, err := dlpack.Produce((*dlarrow.Tensor)(nil), dlpack.Request{}); return err }},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {

@@ -50,5 +50,5 @@ func CopyFromArray[T dlpack.Element](arr arrow.Array, fill T) (*dlpack.Array[T],
 			}
 		}
 	}
-	return dlpack.NewArray(out, int64(n)), nil
+	return dlpack.NewArray(out, []int64{int64(n)}), nil
 }

@@ -25,7 +25,7 @@
 //	t, err := dlarrow.FromArray(arr)           // retains arr
 //	if err != nil { return err }               // nulls, booleans, strings, ...
 //	defer t.Release()
-//	m, err := dlpack.Produce(t, dlpack.DefaultRequest()) // hand m to C, Rust, Python
+//	m, err := dlpack.Produce(t, dlpack.Request{}) // hand m to C, Rust, Python
 //
 // Arrow's reference count and DLPack's deleter are joined: every export
 // retains the array (and the mapped file) and its deleter releases it, so
@@ -113,6 +113,7 @@
 // (runtime/debug.SetPanicOnFault for the duration of the read). The
 // tensors they return point into the mapping: a consumer reading them
 // after a truncation faults in its own code, as with any mapping (NumPy's
-// memmap included); copy the data out (Copy) or make sure files
+// memmap included); copy the data out (CopyToArray, or dlpack.Produce with
+// dlpack.Request{Copy: dlpack.CopyAlways}) or make sure files
 // are replaced by rename, never rewritten in place.
 package dlarrow

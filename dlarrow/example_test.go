@@ -29,7 +29,7 @@ func ExampleFromArray() {
 		panic(err)
 	}
 	f, err := dlpack.From(t) // holds its own reference to the array
-	t.Release()
+	t.Close()
 	if err != nil {
 		panic(err)
 	}

@@ -29,11 +29,11 @@ type retainer interface {
 // dlpack.Produce, to Go through dlpack.From, to Python through pycapsule.
 //
 // Lifetimes are Arrow's reference counts: the constructor retains the
-// array, Release drops that reference, and every export retains it again
+// array, Close drops that reference, and every export retains it again
 // until its consumer's deleter runs (from any goroutine or C thread), so
 // the buffer outlives both the Tensor and the array the caller holds.
-// Exports may be made from many goroutines at once, but not while Release
-// runs; after Release they fail with dlpack.ErrClosed, and those already
+// Exports may be made from many goroutines at once, but not while Close
+// runs; after Close they fail with dlpack.ErrClosed, and those already
 // made stay valid.
 //
 // The data is always marked read-only (Arrow buffers are immutable): a
@@ -81,7 +81,7 @@ func (t *Tensor) pinBuffer() {
 //
 // It refuses arrays with nulls at any level (ErrNulls, with the count;
 // CopyFromArray replaces them), booleans (ErrBitPacked; CopyFromArray[bool] unpacks them),
-// and every other type (ErrType). FromArray retains arr; call Release on
+// and every other type (ErrType). FromArray retains arr; call Close on
 // the Tensor when no more exports are needed.
 func FromArray(arr arrow.Array) (*Tensor, error) {
 	if nilcheck.IsNil(arr) {
@@ -111,7 +111,7 @@ func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
 		t, err := FromArray(ch)
 		if err != nil {
 			for _, t := range ts {
-				t.Release()
+				t.Close()
 			}
 			return nil, fmt.Errorf("dlarrow: chunk %d: %w", i, err)
 		}
@@ -123,7 +123,7 @@ func FromChunked(c *arrow.Chunked) ([]*Tensor, error) {
 // FromTensor describes an Arrow tensor (package arrow/tensor) as an N-d
 // DLPack tensor without copying; its byte strides become element strides.
 // Date32 and Date64 tensors export their integer storage (see Unit). It
-// retains t until Release, and every export retains it until its deleter.
+// retains t until Close, and every export retains it until its deleter.
 func FromTensor(t tensor.Interface) (*Tensor, error) {
 	if nilcheck.IsNil(t) {
 		return nil, nilArgument("tensor", t)
@@ -196,12 +196,13 @@ func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
 // and timestamps (a timestamp's time zone is in its Arrow type).
 func (t *Tensor) Unit() string { return t.st.unit }
 
-// Release drops the Tensor's reference to its array (and file); exports
-// keep their own. It is idempotent.
-func (t *Tensor) Release() {
+// Close drops the Tensor's reference to its array (and file); exports
+// keep their own. It is idempotent and returns nil.
+func (t *Tensor) Close() error {
 	if t.released.CompareAndSwap(false, true) {
 		t.refs.ReleaseTensor()
 	}
+	return nil
 }
 
 // DLPackDevice is the CPU: arrow-go buffers are CPU memory.
@@ -212,7 +213,7 @@ func (t *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlp
 
 // DescribeTensor implements dlpack.Source: it retains the array (and the
 // file) for the consumer; the consumer's release drops them. It fails with
-// dlpack.ErrClosed after Release.
+// dlpack.ErrClosed after Close.
 func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if t.released.Load() {
 		return &dlpack.FieldError{Field: "dlarrow.Tensor", Value: "released", Err: dlpack.ErrClosed}

@@ -84,7 +84,7 @@ func TestFromArraySharesSlicedBuffer(t *testing.T) {
 			if d.ByteOffset+5*uint64(c.want.ItemSize()) > uint64(d.Size) {
 				t.Errorf("elements end at %d, past Size %d", d.ByteOffset+5*uint64(c.want.ItemSize()), d.Size)
 			}
-			tn.Release()
+			tn.Close()
 			arr.Release()
 			if mem.CurrentAlloc() == 0 {
 				t.Fatal("the buffer was freed while an export still held it")
@@ -102,7 +102,7 @@ func TestFromArrayEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	d, r := describe(t, tn)
 	defer r.ReleaseTensor()
 	if len(d.Shape) != 1 || d.Shape[0] != 0 || d.Size != 0 {
@@ -158,7 +158,7 @@ func TestFromArraySliceAroundNulls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	d, r := describe(t, tn)
 	defer r.ReleaseTensor()
 	got := unsafe.Slice((*int64)(unsafe.Add(d.Data, d.ByteOffset)), 3)
@@ -177,7 +177,7 @@ func TestFromArrayFixedSizeList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	d, r := describe(t, tn)
 	defer r.ReleaseTensor()
 	if len(d.Shape) != 2 || d.Shape[0] != 2 || d.Shape[1] != 3 {
@@ -199,7 +199,7 @@ func TestFromArrayFixedSizeList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn2.Release()
+	defer tn2.Close()
 	d2, r2 := describe(t, tn2)
 	defer r2.ReleaseTensor()
 	if want := []int64{1, 2, 2}; len(d2.Shape) != 3 || d2.Shape[0] != 1 || d2.Shape[1] != 2 || d2.Shape[2] != 2 {
@@ -221,7 +221,7 @@ func TestFromTensor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	d, r := describe(t, tn)
 	defer r.ReleaseTensor()
 	if len(d.Strides) != 2 || d.Strides[0] != 1 || d.Strides[1] != 2 {
@@ -253,7 +253,7 @@ func TestFromChunked(t *testing.T) {
 			t.Errorf("chunk %d at %#x, want %#x", i, got, want)
 		}
 		r.ReleaseTensor()
-		tn.Release()
+		tn.Close()
 	}
 
 	bad := fromJSON(t, mem, arrow.PrimitiveTypes.Int16, "[null]")

@@ -59,7 +59,7 @@ func fromExtension(name, meta string, arr arrow.Array) (*Tensor, error) {
 		return nil, err
 	}
 	if len(t.shape) != 2 {
-		t.Release()
+		t.Close()
 		return nil, &dlpack.FieldError{Field: "array.type", Value: arr.DataType(), Err: ErrType, Why: FixedShapeTensorName + " needs a FixedSizeList of numbers"}
 	}
 	t.shape = append(t.shape[:1], shape...)

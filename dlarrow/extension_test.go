@@ -40,7 +40,7 @@ func TestFromFieldFixedShapeTensor(t *testing.T) {
 			t.Errorf("%s: shape %v strides %v, want %v %v", c.meta, d.Shape, d.Strides, c.shape, c.strides)
 		}
 		r.ReleaseTensor()
-		tn.Release()
+		tn.Close()
 	}
 	for _, bad := range []string{`{"shape":[4]}`, `{"shape":[2,3],"permutation":[0,0]}`, `{"shape":[2,3],"permutation":[0]}`, `{"shape":[-2,-3]}`, `not json`,
 		`{"shape":[9,6148914691236517206]}`} { // the last one's product wraps to 6 in int64 {
@@ -56,5 +56,5 @@ func TestFromFieldFixedShapeTensor(t *testing.T) {
 	if err != nil || !slices.Equal(plain.Shape(), []int64{2, 6}) {
 		t.Errorf("no extension: %v %v", plain, err)
 	}
-	plain.Release()
+	plain.Close()
 }

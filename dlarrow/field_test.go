@@ -56,7 +56,7 @@ func readColumn(t *testing.T, path string) ([]int64, []float32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer col.Release()
+	defer col.Close()
 	f, err := dlpack.From(col)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func readColumn(t *testing.T, path string) ([]int64, []float32) {
 // the same shape and elements; the array's release closes the Foreign.
 func TestToFieldRoundTrip(t *testing.T) {
 	xs := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
-	f, err := dlpack.From(dlpack.NewArray(xs, 2, 2, 3))
+	f, err := dlpack.From(dlpack.NewArray(xs, []int64{2, 2, 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +143,8 @@ func TestCopyToFieldAndRefusals(t *testing.T) {
 	}{
 		{"0-d", &dlpack.Array[float32]{Data: []float32{1}, Shape: []int64{}}, dlpack.ErrShape},
 		{"empty rows", &dlpack.Array[float32]{Shape: []int64{1, 0, 3}}, dlpack.ErrShape},
-		{"bool", dlpack.NewArray([]bool{true, false}, 2), dlarrow.ErrType},
-		{"complex", dlpack.NewArray([]complex64{1}, 1), dlarrow.ErrType},
+		{"bool", dlpack.NewArray([]bool{true, false}, []int64{2}), dlarrow.ErrType},
+		{"complex", dlpack.NewArray([]complex64{1}, []int64{1}), dlarrow.ErrType},
 	} {
 		g, err := dlpack.From(c.src.(dlpack.Producer))
 		if err != nil {

@@ -580,7 +580,7 @@ func (f *File) NumRecordBatches() int { return len(f.batches) }
 // Column describes column col of record batch batch as a tensor pointing
 // into the mapping (see FromField for the types it takes), or, for a
 // compressed batch, into a decompressed copy (Tensor.Copied). The Tensor
-// and each of its exports keep the mapping alive; Release the Tensor when
+// and each of its exports keep the mapping alive; Close the Tensor when
 // done. It fails with dlpack.ErrClosed after Close, ErrType for a
 // dictionary-encoded column, ErrFormat for a record batch arrow-go cannot
 // read or a compressed buffer that is not what it declares, ErrBuffer for
@@ -631,7 +631,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 			return fmt.Errorf("dlarrow: column %q: %w", rec.ColumnName(col), err)
 		}
 		if len(t.buf) > 0 && !decompressed && !f.m.contains(t.buf) {
-			t.Release()
+			t.Close()
 			t = nil
 			return &dlpack.FieldError{Field: "column " + rec.ColumnName(col), Value: "copied", Err: ErrBuffer,
 				Why: "arrow-go copied its buffer out of the mapping"}
@@ -640,7 +640,7 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 	})
 	if err != nil {
 		if t != nil {
-			t.Release()
+			t.Close()
 		}
 		return nil, err
 	}

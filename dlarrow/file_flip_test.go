@@ -46,7 +46,7 @@ func readAll(path string) readOutcome {
 				data = tn.buf[tn.offset : int64(tn.offset)+n]
 			}
 			out.cols[[2]int{b, c}] = fmt.Sprintf("%v %v %v %x", tn.st.dt, tn.shape, tn.strides, data)
-			tn.Release()
+			tn.Close()
 		}
 	}
 	return out

@@ -188,7 +188,7 @@ func TestColumnCompressedLies(t *testing.T) {
 		}
 		tn, err := f.Column(0, 0)
 		if err == nil {
-			tn.Release()
+			tn.Close()
 		}
 		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.says) || !strings.Contains(err.Error(), "record batch") {
 			t.Errorf("%s: %v, want ErrFormat saying %q", c.name, err, c.says)

@@ -71,7 +71,7 @@ func FuzzOpenFile(f *testing.F) {
 						r.ReleaseTensor()
 					}
 				}
-				tn.Release()
+				tn.Close()
 			}
 		}
 		file.Close()

@@ -54,7 +54,7 @@ func checkX(t *testing.T, f *File, rows int) {
 			}
 		}
 		d.Owner.(dlpack.Releaser).ReleaseTensor()
-		tn.Release()
+		tn.Close()
 	}
 	if int(next) != rows {
 		t.Errorf("%d rows of x, want %d", int(next), rows)
@@ -70,7 +70,7 @@ func columnErr(t *testing.T, f *File, batch int, name string) error {
 	}
 	tn, err := f.Column(batch, idx[0])
 	if err == nil {
-		tn.Release()
+		tn.Close()
 	}
 	return err
 }
@@ -172,7 +172,7 @@ func TestOpenFilePyarrowCompressed(t *testing.T) {
 				}
 				for _, tn := range []*Tensor{got, want} {
 					if tn != nil {
-						tn.Release()
+						tn.Close()
 					}
 				}
 			}

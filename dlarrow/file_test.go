@@ -126,7 +126,7 @@ func TestFileColumnKeepsMapping(t *testing.T) {
 	if !inside(m.data, d.Data) || !d.ReadOnly || d.Shape[0] != 1000 || d.DType != dlpack.Float64 {
 		t.Fatalf("column: data %p inside %v, read-only %v, shape %v, %v", d.Data, inside(m.data, d.Data), d.ReadOnly, d.Shape, d.DType)
 	}
-	tn.Release()
+	tn.Close()
 	f.Close()
 	if m.data == nil {
 		t.Fatal("unmapped while an export holds the column")
@@ -171,7 +171,7 @@ func TestFileRefusals(t *testing.T) {
 	if zt, err := z.Column(0, 0); err != nil || !zt.Copied() || zt.shape[0] != 1000 {
 		t.Errorf("compressed column: %v", err)
 	} else {
-		zt.Release()
+		zt.Close()
 	}
 	if _, err := OpenFile(filepath.Join(t.TempDir(), "missing.arrow")); err == nil {
 		t.Error("OpenFile of a missing file: no error")

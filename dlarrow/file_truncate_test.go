@@ -63,7 +63,7 @@ func TestFileTruncatedUnderTheMapping(t *testing.T) {
 	var fe *dlpack.FieldError
 	if !errors.Is(err, ErrTruncated) || !errors.As(err, &fe) {
 		if tn != nil {
-			tn.Release()
+			tn.Close()
 		}
 		t.Fatalf("Column of a batch past the truncation: %v, want ErrTruncated", err)
 	}

@@ -20,7 +20,7 @@ func produce(arr arrow.Array, req dlpack.Request) (dlpack.Managed, error) {
 	if err != nil {
 		return dlpack.Managed{}, err
 	}
-	defer t.Release()
+	defer t.Close()
 	return dlpack.Produce(t, req)
 }
 

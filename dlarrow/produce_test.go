@@ -25,7 +25,7 @@ func TestProduceToCThreads(t *testing.T) {
 	full.Release()
 	var ptrs []unsafe.Pointer
 	for range 8 {
-		m, err := produce(arr, dlpack.DefaultRequest())
+		m, err := produce(arr, dlpack.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,24 +58,24 @@ func TestProduceRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tn.Release()
+	defer tn.Close()
 	shared := valuesAddr(arr, 0, 4)
 
 	// legacy: cannot say read-only, so a copy
-	m, err := tn.DLPack(dlpack.Request{})
+	m, err := tn.DLPack(dlpack.Request{Legacy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Legacy == nil || uintptr(m.Legacy.DLTensor.Data) == shared {
 		t.Errorf("legacy request: %+v shares the buffer", m)
 	}
-	m.Release()
+	m.Close()
 	// ... and refused when copies are forbidden
-	if _, err := tn.DLPack(dlpack.Request{Copy: dlpack.CopyNever}); err == nil {
+	if _, err := tn.DLPack(dlpack.Request{Legacy: true, Copy: dlpack.CopyNever}); err == nil {
 		t.Error("legacy with CopyNever: no error")
 	}
 	// writable: a copy
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	req.Writable = true
 	m, err = tn.DLPack(req)
 	if err != nil {
@@ -84,13 +84,13 @@ func TestProduceRequests(t *testing.T) {
 	if uintptr(m.Versioned.DLTensor.Data) == shared || m.Versioned.Flags&dlpack.FlagReadOnly != 0 {
 		t.Errorf("writable request: shares %v, flags %v", uintptr(m.Versioned.DLTensor.Data) == shared, m.Versioned.Flags)
 	}
-	m.Release()
+	m.Close()
 	req.Copy = dlpack.CopyNever
 	if _, err := tn.DLPack(req); !errors.Is(err, dlpack.ErrReadOnly) {
 		t.Errorf("writable with CopyNever: %v", err)
 	}
 	// copy=True
-	req = dlpack.DefaultRequest()
+	req = dlpack.Request{}
 	req.Copy = dlpack.CopyAlways
 	m, err = tn.DLPack(req)
 	if err != nil {
@@ -99,9 +99,9 @@ func TestProduceRequests(t *testing.T) {
 	if m.Versioned.Flags&dlpack.FlagIsCopied == 0 {
 		t.Errorf("CopyAlways: flags %v", m.Versioned.Flags)
 	}
-	m.Release()
+	m.Close()
 	// a device the array is not on
-	req = dlpack.DefaultRequest()
+	req = dlpack.Request{}
 	req.Device = dlpack.Device{Type: dlpack.CUDA}
 	if _, err := tn.DLPack(req); !errors.Is(err, dlpack.ErrDevice) {
 		t.Errorf("CUDA request: %v", err)
@@ -123,7 +123,7 @@ func TestFromGoToGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn.Release()
+	tn.Close()
 	arr.Release()
 	xs, err := dlpack.ReadOnlySlice[float32](f)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestFromGoToGo(t *testing.T) {
 func TestArrowRoundTrip(t *testing.T) {
 	mem := checked(t)
 	arr := fromJSON(t, mem, arrow.PrimitiveTypes.Uint16, "[1, 2, 3]")
-	m, err := produce(arr, dlpack.DefaultRequest())
+	m, err := produce(arr, dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,12 +183,12 @@ func TestConcurrentExports(t *testing.T) {
 		go func() {
 			for range 200 {
 				if g%2 == 0 {
-					m, err := tn.DLPack(dlpack.DefaultRequest())
+					m, err := tn.DLPack(dlpack.Request{})
 					if err != nil {
 						done <- err
 						return
 					}
-					m.Release()
+					m.Close()
 				} else {
 					f, err := dlpack.From(tn)
 					if err != nil {
@@ -206,7 +206,7 @@ func TestConcurrentExports(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	tn.Release()
+	tn.Close()
 }
 
 // An empty array (no values buffer at all) answers every request: shared
@@ -216,7 +216,7 @@ func TestEmptyArrayEveryRequest(t *testing.T) {
 	col := array.MakeFromData(arr)
 	arr.Release()
 	defer col.Release()
-	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
+	for _, req := range []dlpack.Request{dlpack.Request{}, {}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways}} {
 		m, err := produce(col, req)
 		if err != nil {
 			t.Fatalf("%+v: %v", req, err)
@@ -246,13 +246,13 @@ func TestRepeatedExportsOfOneTensor(t *testing.T) {
 	arr.Release()
 	var ptrs []unsafe.Pointer
 	for range 16 {
-		m, err := tn.DLPack(dlpack.DefaultRequest())
+		m, err := tn.DLPack(dlpack.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ptrs = append(ptrs, m.Pointer())
 	}
-	tn.Release()
+	tn.Close()
 	tn = nil
 	for range 5 {
 		_ = make([]byte, 1<<20)

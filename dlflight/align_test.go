@@ -24,15 +24,15 @@ func TestAlignment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := got.DLPack(dlpack.DefaultRequest())
+	m, err := got.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Versioned.DLTensor.Data != got.DataAddr() || m.Versioned.Flags&dlpack.FlagIsCopied != 0 || got.DataAddr()%64 != 0 {
 		t.Fatalf("received tensor: export at %#x flags %v, data at %#x", m.Versioned.DLTensor.Data, m.Versioned.Flags, got.DataAddr())
 	}
-	m.Release()
-	got.Release()
+	m.Close()
+	got.Close()
 
 	// a body whose values sit 8 bytes off a 64-byte boundary
 	released := 0
@@ -49,12 +49,12 @@ func TestAlignment(t *testing.T) {
 	if _, err := dlpack.From(odd); !errors.Is(err, dlpack.ErrAlignment) {
 		t.Fatalf("From: %v", err)
 	}
-	never := dlpack.DefaultRequest()
+	never := dlpack.Request{}
 	never.Copy = dlpack.CopyNever
 	if _, err := odd.DLPack(never); !errors.Is(err, dlpack.ErrRequest) {
 		t.Fatalf("CopyNever: %v", err)
 	}
-	m, err = odd.DLPack(dlpack.DefaultRequest())
+	m, err = odd.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestAlignment(t *testing.T) {
 		t.Fatalf("the copy differs (%v)", err)
 	}
 	f.Close()
-	odd.Release()
+	odd.Close()
 	if released != 1 {
 		t.Fatalf("released %d", released)
 	}

@@ -23,7 +23,7 @@ func TestBearerScheme(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", h, err)
 		}
-		got.Release()
+		got.Close()
 	}
 	for _, h := range []string{"Basic tok", "Bearer ", "Bearertok", "tok"} {
 		ctx := metadata.AppendToOutgoingContext(ctxT(t), "authorization", h)

@@ -38,7 +38,7 @@ func BenchmarkFlightGetMapped(b *testing.B) {
 	}
 	defer s.Unregister("m")
 	if t, err := c.Get(context.Background(), "m"); err == nil {
-		t.Release()
+		t.Close()
 	}
 	b.Run("64MiB", func(b *testing.B) {
 		b.SetBytes(int64(len(src.data)))
@@ -47,7 +47,7 @@ func BenchmarkFlightGetMapped(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			t.Release()
+			t.Close()
 		}
 	})
 }

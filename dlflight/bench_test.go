@@ -49,7 +49,7 @@ func BenchmarkFlightGet(b *testing.B) {
 		}
 		// warm: the connection, and gRPC's buffer pools for this size
 		if t, err := c.Get(context.Background(), sz.name); err == nil {
-			t.Release()
+			t.Close()
 		}
 		b.Run(sz.name, func(b *testing.B) {
 			b.SetBytes(int64(len(src.data)))
@@ -60,7 +60,7 @@ func BenchmarkFlightGet(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				t.Release()
+				t.Close()
 				times = append(times, time.Since(start))
 			}
 			slices.Sort(times)
@@ -87,7 +87,7 @@ func BenchmarkFlightGetStreams(b *testing.B) {
 				b.Fatal(err)
 			}
 			if t, err := c.Get(context.Background(), sz.name); err == nil {
-				t.Release()
+				t.Close()
 			}
 			b.Run(fmt.Sprintf("%s/streams=%d", sz.name, streams), func(b *testing.B) {
 				b.SetBytes(int64(len(src.data)))
@@ -99,7 +99,7 @@ func BenchmarkFlightGetStreams(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					t.Release()
+					t.Close()
 					times = append(times, time.Since(start))
 				}
 				cpu := cpuTime() - cpu0

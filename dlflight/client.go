@@ -235,7 +235,7 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 // verifies each against the same roots: ask for tensors only of servers
 // trusted to name the places the token may go.
 //
-// Release the Tensor when done.
+// Close the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 	if err := c.errIfClosed(fmt.Sprintf("get %q", name)); err != nil {
 		return nil, err

@@ -72,7 +72,7 @@
 // of no particular alignment), and the record batch and the Tensor share
 // that buffer: no copy after gRPC hands over the message. By default a
 // body of 1 MiB or more reuses a buffer that an earlier body of about its
-// size left at its tensor's last Release (see ClientOptions.Allocator):
+// size left at its tensor's last release (see ClientOptions.Allocator):
 // fresh memory for every large tensor would be faulted in page by page
 // during that copy, which cost more than the copy (C++ allocators, and so
 // pyarrow, reuse freed memory the same way). A tensor split

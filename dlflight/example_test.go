@@ -20,7 +20,7 @@ func Example() {
 	s := dlflight.NewServer(dlflight.Options{Tokens: map[string]string{"secret": "alice"}})
 	go s.Serve(lis)
 	defer s.Shutdown()
-	if err := s.Register("weights", dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)); err != nil {
+	if err := s.Register("weights", dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})); err != nil {
 		log.Fatal(err)
 	}
 
@@ -39,7 +39,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Release()
+	defer t.Close()
 	f, err := dlpack.From(t) // the received memory, shared
 	if err != nil {
 		log.Fatal(err)

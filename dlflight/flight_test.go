@@ -58,13 +58,13 @@ func TestGoToGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			got.Release()
+			got.Close()
 			again, err := c.Get(ctx, "put/"+name)
 			if err != nil {
 				t.Fatal(err)
 			}
 			sameTensor(t, again, src)
-			again.Release()
+			again.Close()
 		}
 	}
 	infos, err := c.List(ctx)
@@ -106,7 +106,9 @@ func TestReleaseOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, b)
-	got.Release()
+	if err := got.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !s.Unregister("x") || s.Unregister("x") {
 		t.Fatal("Unregister twice")
 	}
@@ -148,13 +150,13 @@ func TestSplit(t *testing.T) {
 	if err := c.Put(ctxT(t), "big2", got); err != nil {
 		t.Fatal(err)
 	}
-	got.Release()
+	got.Close()
 	again, err := c.Get(ctxT(t), "big2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameTensor(t, again, src)
-	again.Release()
+	again.Close()
 	// a row larger than a message cannot be split
 	wide := newRaw(t, dlpack.Float64, 2, 1024)
 	err = c.Put(ctxT(t), "wide", wide)
@@ -186,7 +188,7 @@ func TestNoCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer got.Release()
+	defer got.Close()
 	if len(sent) != 1 || unsafe.SliceData(sent[0]) != unsafe.SliceData(src.data) || len(sent[0]) != len(src.data) {
 		t.Fatalf("the sent body is not the registered memory: %d parts", len(sent))
 	}

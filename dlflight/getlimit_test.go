@@ -53,7 +53,7 @@ func TestGetByteLimit(t *testing.T) {
 	c := dial(t, lis.Addr().String(), ClientOptions{Allocator: alloc, MaxGetBytes: limit})
 	tt, err := c.Get(ctxT(t), "x")
 	if tt != nil {
-		tt.Release()
+		tt.Close()
 	}
 	if !errors.Is(err, ErrLimit) {
 		t.Fatalf("endless stream: %v, want ErrLimit", err)

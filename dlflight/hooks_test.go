@@ -63,7 +63,7 @@ func TestAuthenticateHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Release()
+	got.Close()
 	_, err = dial(t, addr, ClientOptions{Token: "bob." + fresh}).Get(ctxT(t), "x")
 	wantCode(t, err, codes.PermissionDenied)
 	_, err = dial(t, addr, ClientOptions{Token: "alice." + stale}).Get(ctxT(t), "x")
@@ -165,13 +165,13 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	bob := dial(t, addr, client(auth.issue(t, "bob", false)))
 	got, err = bob.Get(ctxT(t), "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Release()
+	got.Close()
 	err = bob.Put(ctxT(t), "w3", src)
 	wantCode(t, err, codes.PermissionDenied)
 	if !strings.Contains(err.Error(), `"cn:bob"`) {
@@ -253,7 +253,7 @@ func TestStallTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Release()
+	got.Close()
 }
 
 // A peer that connects and sends nothing is disconnected after
@@ -379,6 +379,6 @@ func TestSlowReaderNotStalled(t *testing.T) {
 		t.Fatalf("after %v: %v", time.Since(start), err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	t.Logf("4 MiB in %v over the slow link (StallTimeout %v)", time.Since(start).Round(time.Millisecond), stall)
 }

@@ -123,7 +123,7 @@ func TestHostileBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	s.Unregister("ok")
 	alloc.AssertSize(t, 0)
 }
@@ -255,7 +255,7 @@ func TestLyingServer(t *testing.T) {
 		tt, err := c.Get(ctxT(t), name)
 		if !errors.Is(err, ErrInvalid) {
 			if tt != nil {
-				tt.Release()
+				tt.Close()
 			}
 			t.Fatalf("%s: %v, want ErrInvalid", name, err)
 		}

@@ -101,7 +101,7 @@ func TestDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	s.Unregister("big")
 	// the cut-off DoGets' queued bytes that gRPC dropped without freeing
 	// them hold the tensor until a garbage collection finds them
@@ -150,7 +150,7 @@ func TestLoad(t *testing.T) {
 					got, err := c.Get(ctx, "shared")
 					if err == nil {
 						err = c.Put(ctx, fmt.Sprintf("client%d", k), got)
-						got.Release()
+						got.Close()
 					}
 					if err != nil {
 						mu.Lock()

@@ -76,7 +76,7 @@ func TestThreeServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	t.Logf("3 servers, 3 endpoints, %d KiB: %v", len(src.data)>>10, time.Since(start).Round(time.Microsecond))
 
 	// C dies once 12 bodies have arrived, with both Gets under way
@@ -115,7 +115,7 @@ func TestThreeServers(t *testing.T) {
 		t.Fatalf("with a replica: %v", repErr)
 	}
 	sameTensor(t, rep, src)
-	rep.Release()
+	rep.Close()
 	t.Logf("C killed mid-fetch: the replica's Get took %v", repTook.Round(time.Microsecond))
 	if norepErr == nil {
 		t.Fatal("the Get without a replica succeeded with C killed")
@@ -135,7 +135,7 @@ func TestThreeServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	t.Logf("C down, replica listed: %v", time.Since(start).Round(time.Microsecond))
 	_, err = cl.Get(ctxT(t), "norep")
 	if err == nil || !strings.Contains(err.Error(), "endpoint 2") {
@@ -264,7 +264,7 @@ func TestLocationsTLSAndToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	// without the token, B refuses its rows
 	bare := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, MinVersion: tls.VersionTLS13}})
 	if _, err := bare.Get(ctxT(t), "x"); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "endpoint 1") {

@@ -79,7 +79,7 @@ func TestNames(t *testing.T) {
 			t.Fatalf("Get(%.20q): %v", n, err)
 		}
 		sameTensor(t, got, srcs[n])
-		got.Release()
+		got.Close()
 	}
 	s.Shutdown()
 	alloc.AssertSize(t, 0)

@@ -82,14 +82,14 @@ func TestParallelEndpoints(t *testing.T) {
 		if len(src.data) > 256<<10 && (eps < 2 || placed < n-eps) {
 			t.Fatalf("%s: %d endpoints, %d of %d bodies in place", name, eps, placed, n)
 		}
-		got.Release()
+		got.Close()
 		// the name still streams the whole tensor, as to any Flight client
 		whole, err := c.fetchWhole(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sameTensor(t, whole, src)
-		whole.Release()
+		whole.Close()
 	}
 	alloc.AssertSize(t, 0)
 }
@@ -126,7 +126,7 @@ func TestRangeTicket(t *testing.T) {
 	if sh := got.Shape(); len(sh) != 1 || sh[0] != 3 || string(got.data) != string(src.data[8:20]) {
 		t.Fatalf("rows 2 to 5: shape %v", sh)
 	}
-	got.Release()
+	got.Close()
 	if _, err := c.fetchTicket([]byte(rangeMagic + "{")); err == nil {
 		t.Fatal("a malformed range ticket was served")
 	}
@@ -170,5 +170,5 @@ func TestGetWithoutFlightInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 }

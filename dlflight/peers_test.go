@@ -89,7 +89,7 @@ func TestPeersPyarrowClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameTensor(t, got, src)
-		got.Release()
+		got.Close()
 	}
 	t.Logf("Go read back the %d tensors pyarrow put, bit for bit", len(srcs))
 	s.Shutdown()
@@ -180,13 +180,13 @@ func TestPeersPyarrowServer(t *testing.T) {
 		if err := c.Put(ctxT(t), "go/"+m.Name, got); err != nil {
 			t.Fatal(err)
 		}
-		got.Release()
+		got.Close()
 		again, err := c.Get(ctxT(t), "go/"+m.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sameTensor(t, again, src)
-		again.Release()
+		again.Close()
 	}
 	t.Logf("Go client: %d tensors from pyarrow.flight bit for bit, aligned inside the received body; put and fetched back", len(manifest))
 	alloc.AssertSize(t, 0)

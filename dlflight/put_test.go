@@ -33,7 +33,7 @@ func TestParallelPut(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameTensor(t, got, src)
-		got.Release()
+		got.Close()
 	}
 	s.mu.Lock()
 	n := len(s.uploads)
@@ -153,7 +153,7 @@ func TestRangePutRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, src)
-	got.Release()
+	got.Close()
 	s.Shutdown()
 	alloc.AssertSize(t, 0)
 }

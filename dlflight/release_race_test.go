@@ -37,13 +37,13 @@ func TestReleaseRacesDLPack(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				tn.Release()
+				tn.Close()
 			}()
 			go func() {
 				defer wg.Done()
 				<-start
 				runtime.Gosched()
-				m, err := tn.DLPack(dlpack.DefaultRequest())
+				m, err := tn.DLPack(dlpack.Request{})
 				if err != nil {
 					if !errors.Is(err, dlpack.ErrClosed) {
 						t.Errorf("DLPack: %v", err)
@@ -53,7 +53,7 @@ func TestReleaseRacesDLPack(t *testing.T) {
 				if freed.Load() && m.Versioned.Flags&dlpack.FlagIsCopied == 0 {
 					used.Add(1) // a shared export of freed memory
 				}
-				m.Release()
+				m.Close()
 			}()
 			close(start)
 			wg.Wait()
@@ -76,11 +76,11 @@ func TestReleaseBetweenCheckAndHold(t *testing.T) {
 		released := 0
 		tn := &Tensor{dtype: dlpack.Float32, shape: []int64{64}, data: body[off : off+4*64],
 			owner: newOwner(func() { released++ })}
-		acquireHook = func() { tn.Release() }
-		m, err := tn.DLPack(dlpack.DefaultRequest())
+		acquireHook = func() { tn.Close() }
+		m, err := tn.DLPack(dlpack.Request{})
 		acquireHook = nil
 		if err == nil {
-			m.Release()
+			m.Close()
 			t.Errorf("offset %d: DLPack of a Tensor released meanwhile succeeded", off)
 		} else if !errors.Is(err, dlpack.ErrClosed) {
 			t.Errorf("offset %d: DLPack: %v, want ErrClosed", off, err)

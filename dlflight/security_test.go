@@ -46,7 +46,7 @@ func TestTLSAndTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Release()
+	got.Close()
 	_, err = reader.Get(ctx, "secret")
 	wantCode(t, err, codes.PermissionDenied)
 	_, err = reader.Info(ctx, "secret")
@@ -69,7 +69,7 @@ func TestTLSAndTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, back, src)
-	back.Release()
+	back.Close()
 
 	// plaintext to a TLS server fails: no tensor crosses unencrypted
 	plain := dial(t, addr, ClientOptions{Token: "tok-admin"})

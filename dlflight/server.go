@@ -130,8 +130,9 @@ type Options struct {
 // A held tensor is released exactly once: when it is unregistered,
 // replaced (Register or DoPut of the same name) or the server shuts down,
 // and never while a DoGet is still sending it: a DoGet ends once gRPC has
-// written the tensor's bytes, and one cut off mid-stream leaves what gRPC
-// dropped without freeing to a garbage collection (see keepBuffer).
+// written the tensor's bytes. A DoGet cut off mid-stream leaves the
+// buffers gRPC dropped without handing back to the garbage collector:
+// the tensor's memory is freed once they become unreachable.
 type Server struct {
 	flight.BaseFlightServer
 	opts    Options
@@ -628,9 +629,9 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	if err != nil {
 		return statusOf(err)
 	}
-	e := &entry{l: layout{}, release: t.Release}
+	e := &entry{l: layout{}, release: func() { _ = t.Close() }}
 	if e.l, err = layoutOf(t.dtype, t.shape); err != nil {
-		t.Release()
+		t.Close()
 		return statusOf(err)
 	}
 	e.data = t.data

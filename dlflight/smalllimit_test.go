@@ -32,13 +32,13 @@ func TestSmallMessageLimit(t *testing.T) {
 		if err := c.Put(ctxT(t), "back", got); err != nil {
 			t.Fatalf("%v: Put: %v", shape, err)
 		}
-		got.Release()
+		got.Close()
 		again, err := c.Get(ctxT(t), "back")
 		if err != nil {
 			t.Fatalf("%v: Get of the put: %v", shape, err)
 		}
 		sameTensor(t, again, src)
-		again.Release()
+		again.Close()
 		if want := (len(src.data) + limit - 1) / limit; len(src.data) > limit && frames < want {
 			t.Fatalf("%v: %d bytes in %d messages of at most %d", shape, len(src.data), frames, limit)
 		}

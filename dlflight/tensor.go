@@ -45,7 +45,7 @@ func newOwner(release func()) *owner {
 }
 
 // acquire takes a reference unless the last one is gone (the body freed
-// or being freed): a count never rises from zero, so a Release racing an
+// or being freed): a count never rises from zero, so a Close racing an
 // export frees the body once.
 func (o *owner) acquire() bool {
 	for {
@@ -60,7 +60,7 @@ func (o *owner) acquire() bool {
 }
 
 // hold takes a reference for an export of t: false once t is released
-// (checked again after taking it, as Release may land in between).
+// (checked again after taking it, as Close may land in between).
 func (t *Tensor) hold() bool {
 	if t.released.Load() {
 		return false
@@ -102,14 +102,15 @@ func (t *Tensor) DataAddr() uintptr {
 // is).
 func (t *Tensor) Aligned() bool { return t.DataAddr()%Align == 0 }
 
-// Release drops the Tensor's reference; exports already made stay valid.
+// Close drops the Tensor's reference; exports already made stay valid.
 // Calling it again does nothing. It may race DLPack and DescribeTensor
 // on other goroutines: an export then either holds the body or fails
-// with dlpack.ErrClosed, and the body is freed once.
-func (t *Tensor) Release() {
+// with dlpack.ErrClosed, and the body is freed once. It returns nil.
+func (t *Tensor) Close() error {
 	if t.released.CompareAndSwap(false, true) {
 		t.owner.ReleaseTensor()
 	}
+	return nil
 }
 
 // DescribeTensor implements dlpack.Source.

@@ -51,7 +51,7 @@ func TestTransportLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameTensor(t, got, small)
-	got.Release()
+	got.Close()
 }
 
 // TestFramePool: frame-sized buffers are reused as they were left (gRPC

@@ -79,7 +79,7 @@ func TestMappedFileTruncated(t *testing.T) {
 			if !bytes.Equal(got.data, want) {
 				t.Fatal("the mapped tensor arrived changed")
 			}
-			got.Release()
+			got.Close()
 			truncateFrom(t, path, 4096)
 			_, err = c.Get(ctxT(t), "m")
 			wantCode(t, errors.Unwrap(err), codes.Internal)
@@ -93,7 +93,7 @@ func TestMappedFileTruncated(t *testing.T) {
 				t.Fatal(err)
 			}
 			sameTensor(t, g, other)
-			g.Release()
+			g.Close()
 
 			// Put of a truncated mapping
 			path, _, tn, _ = mappedNPY(t, 1024)

@@ -31,11 +31,11 @@ func BenchmarkOut(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m, err := e.DLPack(dlpack.DefaultRequest())
+				m, err := e.DLPack(dlpack.Request{})
 				if err != nil {
 					b.Fatal(err)
 				}
-				m.Release()
+				m.Close()
 			}
 		})
 		// The bridge, Go to Go (dlpack.From): no copy.
@@ -82,7 +82,7 @@ func BenchmarkIn(b *testing.B) {
 	be := newBackend(b)
 	for _, s := range benchSizes {
 		data := make([]float32, s.n)
-		arr := dlpack.NewArray(data, int64(s.n))
+		arr := dlpack.NewArray(data, []int64{int64(s.n)})
 		// The bridge: one copy, into a simplego shared buffer.
 		b.Run("bridge-ToTensor-simplego/"+s.name, func(b *testing.B) {
 			b.SetBytes(int64(s.n * 4))

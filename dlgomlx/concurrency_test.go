@@ -51,14 +51,14 @@ func TestConcurrentExports(t *testing.T) {
 					}
 					f.Close()
 				} else {
-					m, err := e.DLPack(dlpack.DefaultRequest())
+					m, err := e.DLPack(dlpack.Request{})
 					if refused(err) {
 						return
 					} else if err != nil {
 						t.Error(err)
 						return
 					}
-					m.Release()
+					m.Close()
 				}
 			}
 		}()
@@ -89,7 +89,7 @@ func TestExportRacesFinalizeAll(t *testing.T) {
 	b := newBackend(t)
 	won, lost := 0, 0
 	for range 2000 {
-		x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, 4), b) // a simplego buffer
+		x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, []int64{4}), b) // a simplego buffer
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestExportRacesFinalizeAll(t *testing.T) {
 func TestFromTensorRacesFinalizeAll(t *testing.T) {
 	b := newBackend(t)
 	for i := range 2000 {
-		x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, 4), b)
+		x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, []int64{4}), b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -249,7 +249,7 @@ func TestStridedProducers(t *testing.T) {
 // the tensor itself, and CopyToTensor copies it.
 func TestSimplegoSharesBothWays(t *testing.T) {
 	b := newBackend(t)
-	in := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	in := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
 	before := dlgomlx.ReadStats()
 	x, err := dlgomlx.ToTensor(in, b)
 	if err != nil {
@@ -306,7 +306,7 @@ func TestSimplegoSharesBothWays(t *testing.T) {
 func TestDeviceOnlyTensorIsCopiedOnce(t *testing.T) {
 	b := deviceOnly{newBackend(t)}
 	before := dlgomlx.ReadStats()
-	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int64{1, 2, 3}, 3), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int64{1, 2, 3}, []int64{3}), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +327,7 @@ func TestDeviceOnlyTensorIsCopiedOnce(t *testing.T) {
 	if d := dlgomlx.ReadStats().Copies - before.Copies; d != 1 {
 		t.Fatalf("%d copies, want 1", d)
 	}
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestCopyFromTensor(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.MustFinalizeAll()
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func Example() {
 	}
 	defer backend.Finalize()
 
-	x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, 2, 2), backend)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, []int64{2, 2}), backend)
 	if err != nil {
 		panic(err)
 	}
@@ -59,7 +59,7 @@ func ExampleCopyFromTensor() {
 		panic(err)
 	}
 	t.MustFinalizeAll() // the copy owes nothing to t
-	m, err := e.DLPack(dlpack.DefaultRequest())
+	m, err := e.DLPack(dlpack.Request{})
 	if err != nil {
 		panic(err)
 	}

@@ -54,9 +54,9 @@ func TestNilInputs(t *testing.T) {
 			return err
 		}},
 		{"(*Tensor)(nil).DLPack", dlpack.ErrNilPointer, func() error {
-			m, err := nilExport.DLPack(dlpack.DefaultRequest())
+			m, err := nilExport.DLPack(dlpack.Request{})
 			if err == nil {
-				m.Release()
+				m.Close()
 			}
 			return err
 		}},
@@ -77,7 +77,7 @@ func TestNilInputs(t *testing.T) {
 // the last consumer releases it. It is refused, as FromTensor is.
 func TestToTensorOfAnExportWaitingForFinalizeAll(t *testing.T) {
 	b := newBackend(t)
-	x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, 4), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]float32{1, 2, 3, 4}, []int64{4}), b)
 	if err != nil {
 		t.Fatal(err)
 	}

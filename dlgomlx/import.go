@@ -11,8 +11,10 @@ import (
 	"github.com/gomlx/gomlx/pkg/core/tensors"
 )
 
-// ToTensor makes p's tensor a GoMLX tensor, ready to be an input of an
-// executed graph on backend (nil: a local tensor, for any backend).
+// ToTensor makes p's tensor a GoMLX tensor on backend (nil: a local
+// tensor, for any backend), ready to be an input of a graph the backend
+// can execute for its element type (simplego, for one, executes no
+// float16 graphs: such a tensor can be held and handed on, not computed on).
 //
 // GoMLX v0.26.0 cannot adopt memory it did not allocate: every tensor
 // owns a Go slice GoMLX made (FromShape, FromFlatDataAndDimensions and

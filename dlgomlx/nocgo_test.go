@@ -20,7 +20,7 @@ func TestWithoutCgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
-	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int32{1, 2, 3, 4}, 2, 2), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray([]int32{1, 2, 3, 4}, []int64{2, 2}), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestWithoutCgo(t *testing.T) {
 		t.Fatalf("%v %v", v, err)
 	}
 	f.Close()
-	if _, err := e.DLPack(dlpack.DefaultRequest()); !errors.Is(err, dlpack.ErrCgoRequired) {
+	if _, err := e.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Fatalf("DLPack without cgo: %v", err)
 	}
 	if dlgomlx.Exports(x) != 0 {

@@ -41,7 +41,7 @@ func heapInUse() uint64 {
 func TestSoak(t *testing.T) {
 	n := soakRounds(t)
 	b := newBackend(t)
-	x, err := dlgomlx.ToTensor(dlpack.NewArray(make([]float32, 1024), 32, 32), b)
+	x, err := dlgomlx.ToTensor(dlpack.NewArray(make([]float32, 1024), []int64{32, 32}), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +52,15 @@ func TestSoak(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := dlpack.DefaultRequest()
+			req := dlpack.Request{}
 			if i%2 == 1 {
-				req = dlpack.Request{} // legacy: read-only data is copied for it
+				req = dlpack.Request{Legacy: true} // legacy: read-only data is copied for it
 			}
 			m, err := e.DLPack(req)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.Release()
+			m.Close()
 		}
 	}
 	warm(100)

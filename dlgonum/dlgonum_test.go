@@ -48,7 +48,7 @@ func TestProductOfCMatrix(t *testing.T) {
 	a.Set(0, 0, 100) // writes C's memory
 	assert.Equal(t, 100+2+3+4+5+6.0, cshim.SumVersioned(ct.Ptr))
 
-	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.DefaultRequest())
+	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, 58+64+139+154.0, cshim.SumVersioned(m.Pointer()))
 	cshim.ReleaseVersioned(m.Pointer())
@@ -174,7 +174,7 @@ func TestVectors(t *testing.T) {
 	assert.Equal(t, 14.0, mat.Dot(v, v))
 
 	w := mat.NewVecDense(4, []float64{1, 2, 3, 4})
-	m, err := dlpack.Produce(dlgonum.FromVecDense(w.SliceVec(1, 3).(*mat.VecDense)), dlpack.DefaultRequest())
+	m, err := dlpack.Produce(dlgonum.FromVecDense(w.SliceVec(1, 3).(*mat.VecDense)), dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, 5.0, cshim.SumVersioned(m.Pointer()))
 	cshim.ReleaseVersioned(m.Pointer())
@@ -193,7 +193,7 @@ func TestVectors(t *testing.T) {
 
 func TestComplex(t *testing.T) {
 	m := mat.NewCDense(2, 2, []complex128{1 + 1i, 2, 3, 4 - 1i})
-	e, err := dlpack.Produce(dlgonum.FromCDense(m), dlpack.DefaultRequest())
+	e, err := dlpack.Produce(dlgonum.FromCDense(m), dlpack.Request{})
 	require.NoError(t, err)
 	err = dlpack.Borrow(e.Pointer(), func(f dlpack.Foreign) error {
 		c, err := dlgonum.CopyToCDense(f)
@@ -204,7 +204,7 @@ func TestComplex(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	e, err = dlpack.Produce(dlgonum.FromCDense(m), dlpack.DefaultRequest())
+	e, err = dlpack.Produce(dlgonum.FromCDense(m), dlpack.Request{})
 	require.NoError(t, err)
 	f, err := dlpack.Import(e.Pointer())
 	require.NoError(t, err)
@@ -230,7 +230,7 @@ func (r readOnly) DescribeTensor(d *dlpack.Description) error {
 func TestExportSubmatrix(t *testing.T) {
 	big := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	sub := big.Slice(1, 3, 1, 3).(*mat.Dense) // 6 7 / 10 11
-	m, err := dlpack.Produce(readOnly{dlgonum.FromDense(sub)}, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(readOnly{dlgonum.FromDense(sub)}, dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, []int64{4, 1}, unsafe.Slice(m.Versioned.DLTensor.Strides, 2))
 	assert.Equal(t, dlpack.FlagReadOnly, m.Versioned.Flags)

@@ -12,7 +12,7 @@
 // dlpack.Produce (a C consumer: versioned or legacy, copies on request)
 // or the Python capsule helpers:
 //
-//	m, err := dlpack.Produce(dlgonum.FromDense(a), dlpack.DefaultRequest())
+//	m, err := dlpack.Produce(dlgonum.FromDense(a), dlpack.Request{})
 //	// m.Pointer() is a DLManagedTensorVersioned* for C
 //
 // Out of a tensor: ToDense, ToVecDense and ToCDense wrap an imported

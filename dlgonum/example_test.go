@@ -16,7 +16,7 @@ import (
 // pointer handed to a C function.
 func ExampleToDense() {
 	a := mat.NewDense(2, 3, []float64{1, 2, 3, 4, 5, 6})
-	m, err := dlpack.Produce(dlgonum.FromDense(a), dlpack.DefaultRequest())
+	m, err := dlpack.Produce(dlgonum.FromDense(a), dlpack.Request{})
 	if err != nil {
 		panic(err)
 	}

@@ -57,14 +57,14 @@ func TestFromDenseToC(t *testing.T) {
 	view := m.Slice(0, 2, 1, 3).(*mat.Dense) // 2, 3; 6, 7
 	p := dlgonum.FromDense(view)
 
-	mv, err := dlpack.Produce(p, dlpack.DefaultRequest())
+	mv, err := dlpack.Produce(p, dlpack.Request{})
 	require.NoError(t, err)
 	require.NotNil(t, mv.Versioned)
 	assert.Equal(t, 2+3+6+7.0, cshim.SumVersioned(mv.Pointer()))
 	assert.Equal(t, int64(1), dlpack.Outstanding())
 	cshim.ReleaseVersioned(mv.Pointer())
 
-	ml, err := p.DLPack(dlpack.Request{}) // max_version=None: legacy
+	ml, err := p.DLPack(dlpack.Request{Legacy: true}) // max_version=None: legacy
 	require.NoError(t, err)
 	require.NotNil(t, ml.Legacy)
 	assert.Equal(t, 2+3+6+7.0, cshim.SumLegacy(ml.Pointer()))
@@ -81,7 +81,7 @@ func TestFromDenseOutlivesMatrix(t *testing.T) {
 		for i := 0; i < 64; i++ {
 			m.Set(i, i, 1)
 		}
-		mv, err := dlpack.Produce(dlgonum.FromDense(m), dlpack.DefaultRequest())
+		mv, err := dlpack.Produce(dlgonum.FromDense(m), dlpack.Request{})
 		require.NoError(t, err)
 		return mv
 	}()
@@ -105,7 +105,7 @@ func TestFromDenseOutlivesMatrix(t *testing.T) {
 func TestFromVecDense(t *testing.T) {
 	m := mat.NewDense(3, 4, []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	col := m.ColView(2).(*mat.VecDense)
-	mv, err := dlpack.Produce(dlgonum.FromVecDense(col), dlpack.DefaultRequest())
+	mv, err := dlpack.Produce(dlgonum.FromVecDense(col), dlpack.Request{})
 	require.NoError(t, err)
 	assert.Equal(t, 3+7+11.0, cshim.SumVersioned(mv.Pointer()))
 	f, err := mv.Import()
@@ -123,7 +123,7 @@ func TestFromVecDense(t *testing.T) {
 func TestFromCDense(t *testing.T) {
 	m := mat.NewCDense(2, 3, []complex128{1 + 1i, 2, 3, 4, 5, 6 - 6i})
 	view := m.Slice(0, 2, 1, 3).(*mat.CDense)
-	mv, err := dlpack.Produce(dlgonum.FromCDense(view), dlpack.DefaultRequest())
+	mv, err := dlpack.Produce(dlgonum.FromCDense(view), dlpack.Request{})
 	require.NoError(t, err)
 	f, err := mv.Import()
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestEmptyTensors(t *testing.T) {
 		assert.Equal(t, c.shape, f.Shape())
 		assert.Equal(t, c.dt, f.DataType())
 		f.Close()
-		mv, err := dlpack.Produce(c.p, dlpack.DefaultRequest())
+		mv, err := dlpack.Produce(c.p, dlpack.Request{})
 		require.NoError(t, err)
 		cshim.ReleaseVersioned(mv.Pointer())
 	}
@@ -163,7 +163,7 @@ func TestEmptyTensors(t *testing.T) {
 // A copy request gives an independent tensor marked IS_COPIED.
 func TestFromDenseCopy(t *testing.T) {
 	m := mat.NewDense(2, 2, []float64{1, 2, 3, 4})
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	req.Copy = dlpack.CopyAlways
 	mv, err := dlpack.Produce(dlgonum.FromDense(m), req)
 	require.NoError(t, err)

@@ -34,14 +34,14 @@ func BenchmarkProduceRelease(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	b.ReportAllocs()
 	for b.Loop() {
 		m, err := dlpack.Produce(t, req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		m.Release()
+		m.Close()
 	}
 }
 
@@ -59,7 +59,7 @@ func BenchmarkCopyFromNRGBA64(b *testing.B) {
 
 // An (H, W, 3) tensor copied into an image (the path for RGB arrays).
 func BenchmarkCopyToRGBAFromHWC3(b *testing.B) {
-	a := dlpack.NewArray(make([]uint8, 1920*1080*3), 1080, 1920, 3)
+	a := dlpack.NewArray(make([]uint8, 1920*1080*3), []int64{1080, 1920, 3})
 	f, err := dlpack.From(a)
 	if err != nil {
 		b.Fatal(err)

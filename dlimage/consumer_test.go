@@ -203,7 +203,7 @@ func TestImportEmpty(t *testing.T) {
 
 // The Copy functions take any layout and never alias.
 func TestCopies(t *testing.T) {
-	hwc3 := dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 2, 2, 3)
+	hwc3 := dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, []int64{2, 2, 3})
 	hwc3.ReadOnly = true
 	f, err := dlpack.From(hwc3)
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestCopies(t *testing.T) {
 	f.Close()
 
 	// (C, H, W) = (3, 2, 2), compact: channel planes.
-	f, err = dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 10, 20, 30, 40, 11, 22, 33, 44}, 3, 2, 2))
+	f, err = dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 10, 20, 30, 40, 11, 22, 33, 44}, []int64{3, 2, 2}))
 	require.NoError(t, err)
 	rgba, err = dlimage.CopyToRGBA(f, dlimage.CHW)
 	require.NoError(t, err)
@@ -241,7 +241,7 @@ func TestCopies(t *testing.T) {
 	g.Pix[0] = 99
 	assert.Equal(t, uint8(1), tr.Data[0], "a copy")
 	f.Close()
-	f, err = dlpack.From(dlpack.NewArray([]uint8{7, 8}, 1, 1, 2))
+	f, err = dlpack.From(dlpack.NewArray([]uint8{7, 8}, []int64{1, 1, 2}))
 	require.NoError(t, err)
 	g, err = dlimage.CopyToGray(f, dlimage.CHW)
 	require.NoError(t, err)
@@ -254,7 +254,7 @@ func TestCopies(t *testing.T) {
 	f.Close()
 
 	// Not uint8; and a broadcast tensor larger than memory.
-	f, err = dlpack.From(dlpack.NewArray([]float32{1, 2, 3}, 1, 1, 3))
+	f, err = dlpack.From(dlpack.NewArray([]float32{1, 2, 3}, []int64{1, 1, 3}))
 	require.NoError(t, err)
 	_, err = dlimage.CopyToRGBA(f, dlimage.HWC)
 	require.ErrorIs(t, err, dlpack.ErrTypeMismatch)
@@ -275,7 +275,7 @@ func TestRoundTrip(t *testing.T) {
 	sub := src.SubImage(image.Rect(2, 1, 7, 3)).(*image.NRGBA)
 	tn, err := dlimage.FromImage(sub)
 	require.NoError(t, err)
-	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(tn, dlpack.Request{})
 	require.NoError(t, err)
 	f, err := m.Import()
 	require.NoError(t, err)

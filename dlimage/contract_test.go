@@ -26,7 +26,7 @@ func TestNilImages(t *testing.T) {
 		{"CopyFromRGBA64(nil)", func() error { _, err := dlimage.CopyFromRGBA64(nil); return err }},
 		{"CopyNRGBA64(nil)", func() error { _, err := dlimage.CopyFromNRGBA64(nil); return err }},
 		{"From(nil *Tensor)", func() error { _, err := dlpack.From((*dlimage.Tensor)(nil)); return err }},
-		{"Produce(nil *Tensor)", func() error { _, err := dlpack.Produce((*dlimage.Tensor)(nil), dlpack.DefaultRequest()); return err }},
+		{"Produce(nil *Tensor)", func() error { _, err := dlpack.Produce((*dlimage.Tensor)(nil), dlpack.Request{}); return err }},
 	}
 	for _, img := range []image.Image{(*image.Gray)(nil), (*image.Alpha)(nil), (*image.Paletted)(nil), (*image.RGBA)(nil),
 		(*image.NRGBA)(nil), (*image.CMYK)(nil), (*image.Gray16)(nil), (*image.RGBA64)(nil), (*image.NRGBA64)(nil), (*image.YCbCr)(nil)} {

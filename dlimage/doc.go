@@ -8,7 +8,7 @@
 //     CopyFromGray16, CopyFromRGBA64, CopyFromNRGBA64, CopyFromPalette (an
 //     image or palette to a new array).
 //
-// Out of Go (producer.go): FromImage gives the tensor of an 8-bit image's
+// Out of Go: FromImage gives the tensor of an 8-bit image's
 // Pix slice, FromYCbCr the three tensors of a *image.YCbCr. A *Tensor
 // implements dlpack.Source and dlpack.Producer, so dlpack.Produce,
 // dlpack.From and the pycapsule helpers take it as it is. The shapes are
@@ -27,7 +27,7 @@
 // bytes in Pix, which DLPack cannot describe; FromImage refuses them
 // (ErrBigEndian) and the Copy functions convert them, explicitly.
 //
-// Into Go (consumer.go): ToGray, ToAlpha, ToRGBA, ToNRGBA and ToCMYK wrap a writable
+// Into Go: ToGray, ToAlpha, ToRGBA, ToNRGBA and ToCMYK wrap a writable
 // uint8 CPU tensor of shape (H, W) or (H, W, 4) whose inner strides are
 // packed (1, or 4 and 1) and whose row stride is at least the row's bytes.
 // The image shares the tensor's memory and takes the tensor over: it is

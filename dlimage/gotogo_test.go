@@ -35,7 +35,7 @@ func TestGoToGoWithoutC(t *testing.T) {
 	}
 	runtime.KeepAlive(back)
 
-	g, err := dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6}, 1, 2, 3))
+	g, err := dlpack.From(dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6}, []int64{1, 2, 3}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func CopyFromPalette(p color.Palette) *dlpack.Array[uint8] {
 		n := color.NRGBAModel.Convert(c).(color.NRGBA)
 		data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = n.R, n.G, n.B, n.A
 	}
-	return dlpack.NewArray(data, int64(len(p)), 4)
+	return dlpack.NewArray(data, []int64{int64(len(p)), 4})
 }
 
 // CopyFromGray16 copies a 16-bit gray image into a new (H, W) uint16 array in
@@ -279,7 +279,7 @@ func copy16(img image.Image, pix []uint8, stride int, r image.Rectangle, channel
 		}
 	}
 	if channels == 1 {
-		return dlpack.NewArray(data, int64(h), int64(w)), nil
+		return dlpack.NewArray(data, []int64{int64(h), int64(w)}), nil
 	}
-	return dlpack.NewArray(data, int64(h), int64(w), int64(channels)), nil
+	return dlpack.NewArray(data, []int64{int64(h), int64(w), int64(channels)}), nil
 }

@@ -79,7 +79,7 @@ func TestPixelsEveryType(t *testing.T) {
 				f, err = dlpack.From(tn)
 			} else {
 				var m dlpack.Managed
-				m, err = dlpack.Produce(tn, dlpack.DefaultRequest())
+				m, err = dlpack.Produce(tn, dlpack.Request{})
 				require.NoError(t, err, name)
 				require.NotNil(t, m.Versioned, name)
 				f, err = m.Import()
@@ -136,10 +136,10 @@ func TestSubImage(t *testing.T) {
 	for _, c := range cases {
 		tn, err := dlimage.FromImage(c.sub)
 		require.NoError(t, err)
-		for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {}} { // versioned, legacy
+		for _, req := range []dlpack.Request{{}, {Legacy: true}} { // versioned, legacy
 			m, err := dlpack.Produce(tn, req)
 			require.NoError(t, err)
-			assert.Equal(t, req.MaxVersion.Major == 0, m.Legacy != nil)
+			assert.Equal(t, req.Legacy, m.Legacy != nil)
 			f, err := m.Import(dlpack.AssumeWritable())
 			require.NoError(t, err)
 			assert.Equal(t, int64(c.stride), f.Stride(0))
@@ -185,9 +185,9 @@ func TestEmptyImages(t *testing.T) {
 		assert.Equal(t, c.shape, f.Shape())
 		assert.Equal(t, int64(0), f.Len())
 		f.Close()
-		m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+		m, err := dlpack.Produce(tn, dlpack.Request{})
 		require.NoError(t, err)
-		m.Release()
+		m.Close()
 	}
 	assert.Equal(t, int64(0), dlpack.Outstanding())
 }
@@ -220,7 +220,7 @@ func TestPixelsRefusals(t *testing.T) {
 	tn, err := dlimage.FromImage(image.NewGray(r))
 	require.NoError(t, err)
 	tn.Pix = tn.Pix[:4]
-	_, err = dlpack.Produce(tn, dlpack.DefaultRequest())
+	_, err = dlpack.Produce(tn, dlpack.Request{})
 	require.ErrorIs(t, err, dlimage.ErrMalformed)
 	_, err = dlpack.From(tn)
 	require.ErrorIs(t, err, dlimage.ErrMalformed)
@@ -235,7 +235,7 @@ func TestExportOutlivesImage(t *testing.T) {
 		fill(img.Pix)
 		tn, err := dlimage.FromImage(img.SubImage(image.Rect(1, 1, 3, 2)))
 		require.NoError(t, err)
-		m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+		m, err := dlpack.Produce(tn, dlpack.Request{})
 		require.NoError(t, err)
 		return m, append([]uint8(nil), img.Pix[img.PixOffset(1, 1):img.PixOffset(3, 1)]...)
 	}()
@@ -368,7 +368,7 @@ func TestCopy16(t *testing.T) {
 		}
 	}
 	// The copy goes to C as any Array does.
-	m, err := dlpack.Produce(an, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(an, dlpack.Request{})
 	require.NoError(t, err)
 	f, err := m.Import()
 	require.NoError(t, err)
@@ -403,7 +403,7 @@ func TestExportsReleasedOnCThreads(t *testing.T) {
 	require.NoError(t, err)
 	ptrs := make([]unsafe.Pointer, 200)
 	for i := range ptrs {
-		m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+		m, err := dlpack.Produce(tn, dlpack.Request{})
 		require.NoError(t, err)
 		ptrs[i] = m.Pointer()
 	}
@@ -420,7 +420,7 @@ func TestReadOnlyTensor(t *testing.T) {
 	tn, err := dlimage.FromImage(img)
 	require.NoError(t, err)
 	tn.ReadOnly = true
-	m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(tn, dlpack.Request{})
 	require.NoError(t, err)
 	f, err := m.Import()
 	require.NoError(t, err)
@@ -430,7 +430,7 @@ func TestReadOnlyTensor(t *testing.T) {
 	require.ErrorIs(t, err, dlpack.ErrReadOnly)
 	f.Close()
 
-	m, err = dlpack.Produce(tn, dlpack.Request{}) // legacy: cannot carry the flag
+	m, err = dlpack.Produce(tn, dlpack.Request{Legacy: true}) // legacy: cannot carry the flag
 	require.NoError(t, err)
 	f, err = m.Import(dlpack.AssumeWritable())
 	require.NoError(t, err)
@@ -440,7 +440,7 @@ func TestReadOnlyTensor(t *testing.T) {
 	assert.Equal(t, img.Pix, g.Pix)
 	runtime.KeepAlive(g)
 
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	req.Writable, req.Copy = true, dlpack.CopyNever
 	_, err = dlpack.Produce(tn, req)
 	require.ErrorIs(t, err, dlpack.ErrReadOnly)

@@ -26,7 +26,7 @@ func BenchmarkInfer(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				resp.Release()
+				resp.Close()
 			}
 		})
 	}

@@ -196,7 +196,7 @@ type RequestedOutput struct {
 }
 
 // InferResponse is the answer to an Infer: the model and version that
-// ran, the request id, parameters and the outputs. Release it when done.
+// ran, the request id, parameters and the outputs. Close it when done.
 type InferResponse struct {
 	Model      string
 	Version    string
@@ -215,11 +215,12 @@ func (r *InferResponse) Output(name string) *Tensor {
 	return nil
 }
 
-// Release releases every output (exports already made stay valid).
-func (r *InferResponse) Release() {
+// Close closes every output (exports already made stay valid).
+func (r *InferResponse) Close() error {
 	for _, t := range r.Outputs {
-		t.Release()
+		t.Close()
 	}
+	return nil
 }
 
 const methodInfer = "/inference.GRPCInferenceService/ModelInfer"

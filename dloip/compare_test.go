@@ -75,7 +75,7 @@ func TestCompare(t *testing.T) {
 				if i == 0 && !region && !bytes.Equal(resp.Outputs[0].Bytes(), x.data) {
 					t.Fatalf("%s: the output differs", row)
 				}
-				resp.Release()
+				resp.Close()
 				times = append(times, time.Since(t0))
 			}
 			add(row, size, median(times[2:]))

@@ -156,7 +156,7 @@ func TestHangUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Release()
+	resp.Close()
 	waitReleased(t, x, 3)
 }
 
@@ -237,7 +237,7 @@ func TestHostileResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Release()
+	defer resp.Close()
 	y := resp.Output("y")
 	if !y.IsCopied() || string(y.Bytes()) != "\xff\xff\x02\x00\xd4\xfe" {
 		t.Fatalf("typed: %v %x", y.IsCopied(), y.Bytes())

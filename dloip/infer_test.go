@@ -63,7 +63,7 @@ func TestRoundTripDatatypes(t *testing.T) {
 				t.Errorf("%s: released %d times", name, n)
 			}
 		}
-		resp.Release()
+		resp.Close()
 	}
 }
 
@@ -79,7 +79,7 @@ func TestNonCompactInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Release()
+	defer resp.Close()
 	got, err := dlpack.From(resp.Output("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestPooledBuffersOutliveRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Release()
+	resp.Close()
 	for range 4 {
 		next := newRaw(t, dlpack.Uint8, 2<<20)
 		r, err := c.Infer(ctxT(t), &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: next}}})
@@ -156,7 +156,7 @@ func TestPooledBuffersOutliveRelease(t *testing.T) {
 		if !bytes.Equal(r.Output("x").Bytes(), next.data) {
 			t.Fatal("a later response differs")
 		}
-		r.Release()
+		r.Close()
 	}
 	b, _, _ := dlpack.ReadOnlyBytes(kept)
 	if !bytes.Equal(b, first.data) {
@@ -191,7 +191,7 @@ func TestOutputRelease(t *testing.T) {
 	if len(resp.Outputs) != 1 || resp.Outputs[0].Name() != "y" || released.Load() != 2 {
 		t.Fatalf("outputs %d, released %d", len(resp.Outputs), released.Load())
 	}
-	resp.Release()
+	resp.Close()
 	fail = true
 	if _, err := c.Infer(ctxT(t), &InferRequest{Model: "m", Inputs: in}); err == nil || released.Load() != 4 {
 		t.Fatalf("%v, released %d", err, released.Load())

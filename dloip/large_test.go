@@ -36,6 +36,6 @@ func TestLarge(t *testing.T) {
 	if !bytes.Equal(resp.Output("x").Bytes(), x.data) {
 		t.Fatal("the 1 GiB tensor came back changed")
 	}
-	resp.Release()
+	resp.Close()
 	t.Logf("1 GiB there and back in %v, bit for bit", el.Round(time.Millisecond))
 }

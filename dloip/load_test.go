@@ -67,7 +67,7 @@ func TestLoad(t *testing.T) {
 						t.Errorf("client %d call %d: bytes differ", c, i)
 						errs.Add(1)
 					}
-					resp.Release()
+					resp.Close()
 					ok.Add(1)
 					sent.Add(n + int64(i+1))
 				}

@@ -94,7 +94,7 @@ func TestPeersMLServer(t *testing.T) {
 			if !bytes.Equal(out.Bytes(), x.data) {
 				t.Fatalf("%s %v: the output differs from the input", d, shape)
 			}
-			resp.Release()
+			resp.Close()
 			n++
 		}
 	}

@@ -80,7 +80,7 @@ func TestPeersKserveServer(t *testing.T) {
 			if out == nil || !bytes.Equal(out.Bytes(), x.data) || fmt.Sprint(out.Shape()) != fmt.Sprint(shape) || out.DataType() != dt || resp.ID != id {
 				t.Fatalf("%s %v: the output differs from the input", d, shape)
 			}
-			resp.Release()
+			resp.Close()
 			n++
 		}
 	}
@@ -221,7 +221,7 @@ func TestPeersTritonRegionsGoClient(t *testing.T) {
 	if !bytes.Equal(resp.Output("x").Bytes(), inMem) {
 		t.Fatal("the output region differs from the input region")
 	}
-	resp.Release()
+	resp.Close()
 	if err := c.UnregisterSystemSharedMemory(ctx, ""); err != nil {
 		t.Fatal(err)
 	}

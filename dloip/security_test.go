@@ -47,14 +47,14 @@ func TestSecurity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Release()
+	resp.Close()
 	alice := dial(t, addr, ClientOptions{TLS: p.client, Token: "s3cret", Headers: map[string]string{"x-tenant": "acme"}})
 	for _, m := range []string{"private", "headers"} {
 		resp, err := alice.Infer(ctxT(t), &InferRequest{Model: m, Inputs: in})
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Release()
+		resp.Close()
 	}
 	if seen != "acme" {
 		t.Fatalf("header x-tenant: %q", seen)

@@ -313,7 +313,7 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
 	// be an input, or share its memory.
 	defer func() {
 		for _, t := range req.Inputs {
-			t.Release()
+			t.Close()
 		}
 	}()
 	outs, err := m.m.Infer(ctx, req)

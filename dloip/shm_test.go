@@ -95,7 +95,7 @@ func TestSharedMemory(t *testing.T) {
 	if !bytes.Equal(outData, inData) || &out.Bytes()[0] != &outData[0] {
 		t.Fatal("the output region does not hold the input region's bytes, or the Tensor does not share it")
 	}
-	resp.Release()
+	resp.Close()
 
 	// Bounds, on every use.
 	err = c.RegisterSystemSharedMemory(ctx, "big", inKey, inOff, 1<<30)
@@ -120,7 +120,7 @@ func TestSharedMemory(t *testing.T) {
 			if !bytes.Equal(resp.Output("x").Bytes(), inData) {
 				err = fmt.Errorf("kept input differs")
 			}
-			resp.Release()
+			resp.Close()
 		}
 		done <- err
 	}()

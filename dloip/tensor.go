@@ -58,7 +58,7 @@ func newOwner(data []byte, release func()) *owner {
 }
 
 // acquire takes a reference unless the last one is gone: a count never
-// rises from zero, so a Release racing an export frees the memory once.
+// rises from zero, so a Close racing an export frees the memory once.
 func (o *owner) acquire() bool {
 	for {
 		n := o.refs.Load()
@@ -142,14 +142,15 @@ func (t *Tensor) DataAddr() uintptr {
 // is).
 func (t *Tensor) Aligned() bool { return t.DataAddr()%Align == 0 }
 
-// Release drops the Tensor's reference; exports already made stay valid.
-// Calling it again does nothing. It may race DLPack and DescribeTensor on
-// other goroutines: an export then either holds the memory or fails with
-// dlpack.ErrClosed.
-func (t *Tensor) Release() {
+// Close drops the Tensor's reference; exports already made stay valid.
+// Calling it again does nothing and returns nil. It may race DLPack and
+// DescribeTensor on other goroutines: an export then either holds the
+// memory or fails with dlpack.ErrClosed.
+func (t *Tensor) Close() error {
 	if t.released.CompareAndSwap(false, true) {
 		t.owner.ReleaseTensor()
 	}
+	return nil
 }
 
 // hold takes a reference for an export of t: false once t is released.

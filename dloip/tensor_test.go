@@ -21,12 +21,12 @@ func TestMisalignedTensor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer x.Release()
+	defer x.Close()
 	var d dlpack.Description
 	if err := x.DescribeTensor(&d); !errors.Is(err, dlpack.ErrAlignment) {
 		t.Fatalf("describe: %v", err)
 	}
-	m, err := x.DLPack(dlpack.DefaultRequest())
+	m, err := x.DLPack(dlpack.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,17 +39,17 @@ func TestMisalignedTensor(t *testing.T) {
 	if !f.IsCopied() || !bytes.Equal(b[first:first+16], buf[8:24]) || f.DataAddr()%Align != 0 {
 		t.Fatalf("copy: copied %v addr %#x", f.IsCopied(), f.DataAddr())
 	}
-	req := dlpack.DefaultRequest()
+	req := dlpack.Request{}
 	req.Copy = dlpack.CopyNever
 	if _, err := x.DLPack(req); !errors.Is(err, dlpack.ErrRequest) {
 		t.Fatalf("CopyNever: %v", err)
 	}
 	// Released: exports fail with ErrClosed.
-	x.Release()
+	x.Close()
 	if err := x.DescribeTensor(&d); !errors.Is(err, dlpack.ErrAlignment) && !errors.Is(err, dlpack.ErrClosed) {
 		t.Fatal(err)
 	}
-	if _, err := x.DLPack(dlpack.DefaultRequest()); !errors.Is(err, dlpack.ErrClosed) {
+	if _, err := x.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrClosed) {
 		t.Fatalf("after release: %v", err)
 	}
 }

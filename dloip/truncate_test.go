@@ -52,7 +52,7 @@ func TestMappedFileTruncated(t *testing.T) {
 	if !bytes.Equal(resp.Output("x").Bytes(), src.data) {
 		t.Fatal("the mapped tensor went out changed")
 	}
-	resp.Release()
+	resp.Close()
 	if err := os.Truncate(path, 4096); err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +69,5 @@ func TestMappedFileTruncated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Release()
+	resp.Close()
 }

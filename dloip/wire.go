@@ -122,7 +122,7 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func()
 	defer func() {
 		if err != nil {
 			for _, t := range ts {
-				t.Release()
+				t.Close()
 			}
 			ts = nil
 		}

@@ -22,7 +22,7 @@ var benchSizes = []struct {
 // benchInput returns a C-memory float32 tensor of n elements (what a
 // tensor from NumPy or PyTorch is), as an imported Foreign.
 func benchInput(b *testing.B, n int64) dlpack.Foreign {
-	buf, err := dlpack.NewBuffer[float32](n)
+	buf, err := dlpack.NewBuffer[float32]([]int64{n})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func BenchmarkInference(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer x.Destroy()
-			y, err := dlonnx.NewOutput(dlpack.Float32, sz.n)
+			y, err := dlonnx.NewOutput(dlpack.Float32, []int64{sz.n})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func BenchmarkInference(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("bridge/%s", sz.name), func(b *testing.B) {
-			y, err := dlonnx.NewOutput(dlpack.Float32, sz.n)
+			y, err := dlonnx.NewOutput(dlpack.Float32, []int64{sz.n})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func BenchmarkInference(b *testing.B) {
 					b.Fatal(err)
 				}
 				x.Destroy()
-				g, err := dlpack.From(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), sz.n))
+				g, err := dlpack.From(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), []int64{sz.n}))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -200,12 +200,12 @@ func BenchmarkFreshOutput(b *testing.B) {
 		g.Close()
 	}
 	// into runs the session into an output made by mk, sized by OutputShapes.
-	into := func(f dlpack.Foreign, mk func(dlpack.DataType, ...int64) (*dlonnx.Tensor, error)) {
+	into := func(f dlpack.Foreign, mk func(dlpack.DataType, []int64) (*dlonnx.Tensor, error)) {
 		x, err := dlonnx.ToValue(f)
 		must(err)
 		shapes, err := s.OutputShapes(x)
 		must(err)
-		y, err := mk(dlpack.Float32, shapes[0]...)
+		y, err := mk(dlpack.Float32, shapes[0])
 		must(err)
 		must(s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
 		x.Destroy()
@@ -233,7 +233,7 @@ func BenchmarkFreshOutput(b *testing.B) {
 			out := []ort.Value{nil}
 			must(os_.Run([]ort.Value{x}, out))
 			x.Destroy()
-			consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()...))
+			consume(dlpack.NewArray(out[0].(*ort.Tensor[float32]).GetData(), out[0].GetShape()))
 			out[0].Destroy()
 		}},
 	}

@@ -80,7 +80,7 @@ func kindOf[T dlpack.Element](o ort.TensorElementDataType) kind {
 			return unsafe.Pointer(unsafe.SliceData(xs)), uintptr(len(xs)) * size, err
 		},
 		alloc: func(shape []int64) (unsafe.Pointer, uintptr, func() error, error) {
-			b, err := dlpack.NewBuffer[T](shape...)
+			b, err := dlpack.NewBuffer[T](shape)
 			if err != nil {
 				return nil, 0, nil, err
 			}
@@ -214,7 +214,7 @@ func CopyToValue(p dlpack.Producer) (*Tensor, error) {
 // Run as an output and ONNX Runtime writes the result into it, where DLPack
 // consumers then read it without a copy. It fails with dlpack.ErrDataType
 // for types ONNX Runtime lacks, dlpack.ErrShape for 0-d or negative shapes.
-func NewOutput(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func NewOutput(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	k, err := kindFor(dt)
 	if err != nil {
 		return nil, err
@@ -307,6 +307,10 @@ func (t *Tensor) Destroy() error {
 	t.s.dropOwner()
 	return nil
 }
+
+// Close is Destroy: the name every owner of this library has for
+// releasing what it owns (Destroy is the name onnxruntime_go's values use).
+func (t *Tensor) Close() error { return t.Destroy() }
 
 // dropOwner releases the ONNX Runtime values at once (the consumers hold
 // the memory, not the values) and the owner's share of the memory.

@@ -112,7 +112,7 @@ func TestMLPFloat32(t *testing.T) {
 	xs, ws, bs := mlpInputs()
 
 	// X: Go memory, pinned while ONNX Runtime holds it.
-	x, err := dlonnx.ToValue(dlpack.NewArray(xs, 4, 8))
+	x, err := dlonnx.ToValue(dlpack.NewArray(xs, []int64{4, 8}))
 	require.NoError(t, err)
 	defer x.Destroy()
 	// W: C memory from a C producer; its Foreign is closed at once.
@@ -125,7 +125,7 @@ func TestMLPFloat32(t *testing.T) {
 	assert.Equal(t, int64(0), cw.Deletes(), "the Tensor keeps the producer's memory")
 	defer w.Destroy()
 	// B: a C buffer.
-	buf, err := dlpack.NewBuffer[float32](3)
+	buf, err := dlpack.NewBuffer[float32]([]int64{3})
 	require.NoError(t, err)
 	copy(buf.Data(), bs)
 	b, err := dlonnx.ToValue(buf)
@@ -136,7 +136,7 @@ func TestMLPFloat32(t *testing.T) {
 		assert.False(t, in.Copied())
 	}
 
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4, 3)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4, 3})
 	require.NoError(t, err)
 	defer y.Destroy()
 	runtime.GC() // the Go input must not move or vanish: it is pinned
@@ -195,11 +195,11 @@ func TestEveryElementType(t *testing.T) {
 			ot, err := dlonnx.ElementType(dt)
 			require.NoError(t, err)
 			assert.Equal(t, ort.TensorElementDataType(x.DataType()), ot)
-			y, err := dlonnx.NewOutput(dt, n)
+			y, err := dlonnx.NewOutput(dt, []int64{n})
 			require.NoError(t, err)
 			require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
-			x.Destroy()
-			assert.Equal(t, int64(1), ct.Deletes(), "the producer's deleter ran once, at Destroy")
+			require.NoError(t, x.Close())
+			assert.Equal(t, int64(1), ct.Deletes(), "the producer's deleter ran once, at Close")
 
 			g, err := dlpack.From(y)
 			require.NoError(t, err)
@@ -268,11 +268,11 @@ func asBytes[T dlpack.Element](t *testing.T, f dlpack.Foreign) []byte {
 // between two runs changes the second result.
 func TestInputIsShared(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	arr := dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)
+	arr := dlpack.NewArray([]float32{-1, 2, -3, 4}, []int64{4})
 	x, err := dlonnx.ToValue(arr)
 	require.NoError(t, err)
 	defer x.Destroy()
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4})
 	require.NoError(t, err)
 	defer y.Destroy()
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
@@ -287,14 +287,14 @@ func TestInputIsShared(t *testing.T) {
 // An output goes on as the next run's input without a copy.
 func TestChainedRuns(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	buf, err := dlpack.NewBuffer[float32](3)
+	buf, err := dlpack.NewBuffer[float32]([]int64{3})
 	require.NoError(t, err)
 	copy(buf.Data(), []float32{-2, 0.5, 7})
 	x, err := dlonnx.ToValue(buf)
 	require.NoError(t, err)
 	buf.Close()
 	for i := 0; i < 3; i++ {
-		y, err := dlonnx.NewOutput(dlpack.Float32, 3)
+		y, err := dlonnx.NewOutput(dlpack.Float32, []int64{3})
 		require.NoError(t, err)
 		require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 		x.Destroy()
@@ -320,9 +320,9 @@ func TestOneLifetime(t *testing.T) {
 			require.NoError(t, err)
 			x, err := dlonnx.ToValue(f)
 			require.NoError(t, err)
-			m, err := dlpack.Produce(x, dlpack.DefaultRequest())
+			m, err := dlpack.Produce(x, dlpack.Request{})
 			require.NoError(t, err)
-			steps := []func(){func() { x.Destroy() }, func() { f.Close() }, func() { m.Release() }}
+			steps := []func(){func() { x.Destroy() }, func() { f.Close() }, func() { m.Close() }}
 			for i, k := range order {
 				assert.Equal(t, int64(0), ct.Deletes(), "before step %d", i)
 				steps[k]()
@@ -339,15 +339,15 @@ func TestOneLifetime(t *testing.T) {
 // memory and ORT's value live until the consumer's deleter.
 func TestOutputOutlivesDestroy(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{1, -2, 3}, 3))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{1, -2, 3}, []int64{3}))
 	require.NoError(t, err)
-	y, err := dlonnx.NewOutput(dlpack.Float32, 3)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{3})
 	require.NoError(t, err)
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	x.Destroy()
-	m, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
-	legacy, err := dlpack.Produce(y, dlpack.Request{})
+	legacy, err := dlpack.Produce(y, dlpack.Request{Legacy: true})
 	require.NoError(t, err)
 	require.NotNil(t, legacy.Legacy)
 	y.Destroy()
@@ -357,7 +357,7 @@ func TestOutputOutlivesDestroy(t *testing.T) {
 	cshim.ReleaseVersioned(m.Pointer())
 	cshim.ReleaseLegacy(legacy.Pointer())
 	assert.Equal(t, int64(0), dlpack.Outstanding())
-	_, err = dlpack.Produce(y, dlpack.DefaultRequest())
+	_, err = dlpack.Produce(y, dlpack.Request{})
 	assert.ErrorIs(t, err, dlpack.ErrClosed, "nothing left to hand out")
 }
 
@@ -439,10 +439,10 @@ func TestRefusalsAndCopies(t *testing.T) {
 // bridge lends one of its own).
 func TestEmpty(t *testing.T) {
 	s := session(t, "relu_float32.onnx", "X")
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{}, 0))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{}, []int64{0}))
 	require.NoError(t, err)
 	defer x.Destroy()
-	y, err := dlonnx.NewOutput(dlpack.Float32, 0)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{0})
 	require.NoError(t, err)
 	defer y.Destroy()
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
@@ -454,11 +454,11 @@ func TestEmpty(t *testing.T) {
 
 // NewOutput refuses types and shapes ONNX Runtime cannot take.
 func TestNewOutputRefusals(t *testing.T) {
-	_, err := dlonnx.NewOutput(dlpack.Complex128, 2)
+	_, err := dlonnx.NewOutput(dlpack.Complex128, []int64{2})
 	assert.ErrorIs(t, err, dlpack.ErrDataType)
-	_, err = dlonnx.NewOutput(dlpack.Float32)
+	_, err = dlonnx.NewOutput(dlpack.Float32, nil)
 	assert.ErrorIs(t, err, dlpack.ErrShape)
-	_, err = dlonnx.NewOutput(dlpack.Float32, 2, -1)
+	_, err = dlonnx.NewOutput(dlpack.Float32, []int64{2, -1})
 	assert.ErrorIs(t, err, dlpack.ErrShape)
 	_, err = dlonnx.ElementType(dlpack.Float8E4M3FNUZ)
 	assert.ErrorIs(t, err, dlpack.ErrDataType)
@@ -475,7 +475,7 @@ func TestUnreachableTensorIsReleased(t *testing.T) {
 		_, err = dlonnx.ToValue(f)
 		require.NoError(t, err)
 		f.Close()
-		_, err = dlonnx.ToValue(dlpack.NewArray(make([]float32, 1000), 10, 100))
+		_, err = dlonnx.ToValue(dlpack.NewArray(make([]float32, 1000), []int64{10, 100}))
 		require.NoError(t, err)
 	}()
 	for deadline := time.Now().Add(5 * time.Second); ct.Deletes() == 0 && time.Now().Before(deadline); {
@@ -489,7 +489,7 @@ func TestUnreachableTensorIsReleased(t *testing.T) {
 // owner destroys it: the memory is freed once, after the last.
 func TestConcurrentConsumers(t *testing.T) {
 	models(t)
-	y, err := dlonnx.NewOutput(dlpack.Int64, 16)
+	y, err := dlonnx.NewOutput(dlpack.Int64, []int64{16})
 	require.NoError(t, err)
 	done := make(chan error)
 	for g := 0; g < 8; g++ {

@@ -3,8 +3,13 @@
 // out.
 //
 //	X to a tensor, no copy:        FromValue (an ORT-allocated output adopted; Session.Run)
-//	a tensor to X, shares memory:  ToValue(p), NewOutput(dt, shape...)
+//	a tensor to X, shares memory:  ToValue(p), NewOutput(dt, shape)
 //	copies (named as such):        CopyToValue(p)
+//
+// First, load ONNX Runtime: the package does not. Call
+// ort.SetSharedLibraryPath and ort.InitializeEnvironment before anything
+// else, as onnxruntime_go requires (before that, NewSession and ToValue fail
+// with ErrNotLoaded); "The library" below says where the library comes from.
 //
 // Into ONNX Runtime: ToValue makes an ONNX Runtime tensor over the memory
 // of any DLPack producer (an imported dlpack.Foreign, a dlpack.Array or
@@ -126,10 +131,7 @@
 //
 // # The library
 //
-// The package does not load ONNX Runtime: call ort.SetSharedLibraryPath
-// and ort.InitializeEnvironment first, as onnxruntime_go requires (before
-// that, NewSession and ToValue fail with ErrNotLoaded). The onnxruntime
-// wheel on PyPI ships the library (onnxruntime/capi/libonnxruntime.so.*);
+// The onnxruntime wheel on PyPI ships the library (onnxruntime/capi/libonnxruntime.so.*);
 // onnxruntime_go v1.27.0 and this package use C API version 24, which ONNX
 // Runtime 1.24 and later provide. The library is found with
 // dl_iterate_phdr on Linux and other ELF systems (tested) and with dyld's

@@ -30,13 +30,13 @@ func Example() {
 	}
 	defer s.Destroy()
 
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)) // shares the array
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{-1, 2, -3, 4}, []int64{4})) // shares the array
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer x.Destroy()
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4) // ORT writes the result here
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4}) // ORT writes the result here
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -59,7 +59,7 @@ func Example() {
 // ToValue never copies: read-only memory is refused, and CopyToValue is
 // the explicit copy.
 func ExampleToValue_readOnly() {
-	a := dlpack.NewArray([]float32{1, 2, 3}, 3)
+	a := dlpack.NewArray([]float32{1, 2, 3}, []int64{3})
 	a.ReadOnly = true
 	_, err := dlonnx.ToValue(a)
 	fmt.Println(errors.Is(err, dlpack.ErrReadOnly))

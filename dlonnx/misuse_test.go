@@ -18,7 +18,7 @@ import (
 // that start after it fail with dlpack.ErrClosed.
 func TestDestroyDuringRun(t *testing.T) {
 	models(t)
-	a, err := dlonnx.NewOutput(dlpack.Float32, 1024, 4096)
+	a, err := dlonnx.NewOutput(dlpack.Float32, []int64{1024, 4096})
 	require.NoError(t, err)
 	defer a.Destroy()
 	for i := range 24 {
@@ -55,10 +55,10 @@ func TestDestroyDuringRun(t *testing.T) {
 // a nil output to allocate, which nobody released.
 func TestRunIntoDestroyedOutput(t *testing.T) {
 	s := dlSession(t, "add_float32.onnx")
-	a, err := dlonnx.NewOutput(dlpack.Float32, 2, 3)
+	a, err := dlonnx.NewOutput(dlpack.Float32, []int64{2, 3})
 	require.NoError(t, err)
 	defer a.Destroy()
-	y, err := dlonnx.NewOutput(dlpack.Float32, 2, 3)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{2, 3})
 	require.NoError(t, err)
 	y.Destroy()
 	err = s.RunInto([]*dlonnx.Tensor{a, a}, []*dlonnx.Tensor{y})

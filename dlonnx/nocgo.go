@@ -20,12 +20,15 @@ func ToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequ
 func CopyToValue(p dlpack.Producer) (*Tensor, error) { return nil, dlpack.ErrCgoRequired }
 
 // NewOutput returns dlpack.ErrCgoRequired without cgo.
-func NewOutput(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func NewOutput(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	return nil, dlpack.ErrCgoRequired
 }
 
 // Destroy does nothing without cgo.
 func (t *Tensor) Destroy() error { return nil }
+
+// Close does nothing without cgo.
+func (t *Tensor) Close() error { return nil }
 
 // Copied reports false without cgo.
 func (t *Tensor) Copied() bool { return false }
@@ -56,6 +59,9 @@ func NewSession(model []byte) (*Session, error) { return nil, dlpack.ErrCgoRequi
 // Destroy does nothing without cgo.
 func (s *Session) Destroy() error { return nil }
 
+// Close does nothing without cgo.
+func (s *Session) Close() error { return nil }
+
 // Inputs returns nil without cgo.
 func (s *Session) Inputs() []Info { return nil }
 
@@ -85,6 +91,9 @@ func FromValue(v unsafe.Pointer) (*Output, error) { return nil, dlpack.ErrCgoReq
 // Destroy does nothing without cgo.
 func (o *Output) Destroy() error { return nil }
 
+// Close does nothing without cgo.
+func (o *Output) Close() error { return nil }
+
 // DType returns the zero DataType without cgo.
 func (o *Output) DType() dlpack.DataType { return dlpack.DataType{} }
 
@@ -106,7 +115,7 @@ func (o *Output) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 }
 
 // Reshape returns dlpack.ErrCgoRequired without cgo.
-func (t *Tensor) Reshape(shape ...int64) error { return dlpack.ErrCgoRequired }
+func (t *Tensor) Reshape(shape []int64) error { return dlpack.ErrCgoRequired }
 
 // Pool needs cgo; without it Get returns dlpack.ErrCgoRequired.
 type Pool struct{}
@@ -115,7 +124,7 @@ type Pool struct{}
 func NewPool() *Pool { return &Pool{} }
 
 // Get returns dlpack.ErrCgoRequired without cgo.
-func (p *Pool) Get(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func (p *Pool) Get(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	return nil, dlpack.ErrCgoRequired
 }
 

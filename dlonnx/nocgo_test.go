@@ -11,14 +11,14 @@ import (
 )
 
 func TestWithoutCgo(t *testing.T) {
-	a := dlpack.NewArray([]float32{1, 2}, 2)
+	a := dlpack.NewArray([]float32{1, 2}, []int64{2})
 	if _, err := dlonnx.ToValue(a); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("ToValue: %v, want ErrCgoRequired", err)
 	}
 	if _, err := dlonnx.CopyToValue(a); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("CopyToValue: %v, want ErrCgoRequired", err)
 	}
-	if _, err := dlonnx.NewOutput(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
+	if _, err := dlonnx.NewOutput(dlpack.Float32, []int64{2}); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("NewOutput: %v, want ErrCgoRequired", err)
 	}
 	if _, err := dlonnx.NewSession([]byte{1}); !errors.Is(err, dlpack.ErrCgoRequired) {
@@ -27,7 +27,7 @@ func TestWithoutCgo(t *testing.T) {
 	if _, err := dlonnx.FromValue(nil); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("FromValue: %v, want ErrCgoRequired", err)
 	}
-	if _, err := dlonnx.NewPool().Get(dlpack.Float32, 2); !errors.Is(err, dlpack.ErrCgoRequired) {
+	if _, err := dlonnx.NewPool().Get(dlpack.Float32, []int64{2}); !errors.Is(err, dlpack.ErrCgoRequired) {
 		t.Errorf("Pool.Get: %v, want ErrCgoRequired", err)
 	}
 }

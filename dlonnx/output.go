@@ -126,6 +126,10 @@ func (o *Output) Destroy() error {
 	return nil
 }
 
+// Close is Destroy: the name every owner of this library has for
+// releasing what it owns (Destroy is the name onnxruntime_go's values use).
+func (o *Output) Close() error { return o.Destroy() }
+
 func (s *outState) dropOwner() {
 	if s.owned.CompareAndSwap(true, false) {
 		s.unref()

@@ -20,7 +20,7 @@ import (
 // (ToValue), and dlpack.ErrClosed after Destroy. Like Run, Reshape must
 // be ordered with the runs and with handing the Tensor to consumers;
 // consumers holding it keep the shape they were given.
-func (t *Tensor) Reshape(shape ...int64) error {
+func (t *Tensor) Reshape(shape []int64) error {
 	s := t.s
 	if !s.copied {
 		return fmt.Errorf("dlonnx: Reshape: the Tensor shares its producer's memory (ToValue): %w", dlpack.ErrRequirement)
@@ -106,7 +106,7 @@ func NewPool() *Pool { return &Pool{idle: map[poolKey][]poolBuf{}} }
 // buffer of the pool (made when none of its class is idle); its contents
 // are whatever the buffer last held. Destroy it (and release its DLPack
 // consumers) to give the buffer back. It fails like NewOutput.
-func (p *Pool) Get(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
+func (p *Pool) Get(dt dlpack.DataType, shape []int64) (*Tensor, error) {
 	k, err := kindFor(dt)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (p *Pool) Get(dt dlpack.DataType, shape ...int64) (*Tensor, error) {
 	}
 	p.mu.Unlock()
 	if b.data == nil {
-		buf, err := dlpack.NewBuffer[byte](int64(class))
+		buf, err := dlpack.NewBuffer[byte]([]int64{int64(class)})
 		if err != nil {
 			return nil, err
 		}

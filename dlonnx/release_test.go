@@ -76,9 +76,9 @@ func releaseInOrder(t *testing.T, order []string) {
 	sess, err := dlonnx.NewSession(data)
 	require.NoError(t, err)
 
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{-1, 2, -3, 4}, 4)) // Go memory, pinned
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{-1, 2, -3, 4}, []int64{4})) // Go memory, pinned
 	require.NoError(t, err)
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4) // run by onnxruntime_go
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4}) // run by onnxruntime_go
 	require.NoError(t, err)
 	require.NoError(t, ortSess.Run([]ort.Value{x}, []ort.Value{y}))
 	outs, err := sess.Run(x) // allocated by ONNX Runtime, adopted
@@ -87,7 +87,7 @@ func releaseInOrder(t *testing.T, order []string) {
 	// Values nobody destroys: their cleanups run at the end, after
 	// DestroyEnvironment whatever the order.
 	func() {
-		lost, err := dlonnx.ToValue(dlpack.NewArray([]float32{1, 2}, 2))
+		lost, err := dlonnx.ToValue(dlpack.NewArray([]float32{1, 2}, []int64{2}))
 		require.NoError(t, err)
 		lostOuts, err := sess.Run(lost)
 		require.NoError(t, err)
@@ -98,7 +98,7 @@ func releaseInOrder(t *testing.T, order []string) {
 	require.NoError(t, err)
 	fo, err := dlpack.From(o)
 	require.NoError(t, err)
-	m, err := dlpack.Produce(o, dlpack.DefaultRequest()) // a C consumer
+	m, err := dlpack.Produce(o, dlpack.Request{}) // a C consumer
 	require.NoError(t, err)
 
 	for i, step := range order {

@@ -28,15 +28,15 @@ func TestRustBothWays(t *testing.T) {
 	require.NoError(t, f.Close())
 	assert.False(t, x.Copied())
 	assert.Equal(t, addr, uintptr(unsafe.Pointer(&x.GetData()[0])), "ORT reads dlpark's memory")
-	y, err := dlonnx.NewOutput(dlpack.Float32, 4)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{4})
 	require.NoError(t, err)
 	require.NoError(t, s.Run([]ort.Value{x}, []ort.Value{y}))
 	x.Destroy()
 	assert.Equal(t, int64(0), dlparkpeer.Live(), "dlpark's tensor released at Destroy")
 
-	m, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
-	m2, err := dlpack.Produce(y, dlpack.DefaultRequest())
+	m2, err := dlpack.Produce(y, dlpack.Request{})
 	require.NoError(t, err)
 	y.Destroy() // dlpark's references keep the memory
 	assert.Equal(t, 6.5, dlparkpeer.ConsumeSum(m.Pointer()))

@@ -125,6 +125,10 @@ func (s *Session) Destroy() error {
 	return nil
 }
 
+// Close is Destroy: the name every owner of this library has for
+// releasing what it owns (Destroy is the name onnxruntime_go's values use).
+func (s *Session) Close() error { return s.Destroy() }
+
 // Inputs describes the model's inputs, in the order Run takes them.
 func (s *Session) Inputs() []Info { return cloneInfos(s.inputs) }
 

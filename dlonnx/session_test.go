@@ -58,7 +58,7 @@ func (c caseTensor) load(t *testing.T, dir string) (dlpack.DataType, []byte) {
 func inputTensor(t *testing.T, dt dlpack.DataType, shape []int64, data []byte) *dlonnx.Tensor {
 	t.Helper()
 	if len(data) == 0 {
-		x, err := dlonnx.CopyToValue(dlpack.NewArray([]float32{}, shape...))
+		x, err := dlonnx.CopyToValue(dlpack.NewArray([]float32{}, shape))
 		require.NoError(t, err)
 		return x
 	}
@@ -194,12 +194,12 @@ func TestCheckInputs(t *testing.T) {
 		for _, d := range shape {
 			n *= d
 		}
-		x, err := dlonnx.ToValue(dlpack.NewArray(make([]float32, n), shape...))
+		x, err := dlonnx.ToValue(dlpack.NewArray(make([]float32, n), shape))
 		require.NoError(t, err)
 		t.Cleanup(func() { x.Destroy() })
 		return x
 	}
-	i64, err := dlonnx.ToValue(dlpack.NewArray(make([]int64, 16), 2, 8))
+	i64, err := dlonnx.ToValue(dlpack.NewArray(make([]int64, 16), []int64{2, 8}))
 	require.NoError(t, err)
 	defer i64.Destroy()
 	cases := []struct {
@@ -248,12 +248,12 @@ func TestOutputShapesAndRunInto(t *testing.T) {
 		for i := range xs {
 			xs[i] = float32(i%9) - 4
 		}
-		x, err := dlonnx.ToValue(dlpack.NewArray(xs, b, 8))
+		x, err := dlonnx.ToValue(dlpack.NewArray(xs, []int64{b, 8}))
 		require.NoError(t, err)
 		shapes, err := s.OutputShapes(x)
 		require.NoError(t, err)
 		require.Equal(t, [][]int64{{b, 3}}, shapes)
-		y, err := dlonnx.NewOutput(dlpack.Float32, shapes[0]...)
+		y, err := dlonnx.NewOutput(dlpack.Float32, shapes[0])
 		require.NoError(t, err)
 		require.NoError(t, s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}))
 		outs, err := s.Run(x)
@@ -264,10 +264,10 @@ func TestOutputShapesAndRunInto(t *testing.T) {
 		x.Destroy()
 	}
 	// ONNX Runtime checks the shape of an output it is given.
-	x, err := dlonnx.ToValue(dlpack.NewArray(make([]float32, 16), 2, 8))
+	x, err := dlonnx.ToValue(dlpack.NewArray(make([]float32, 16), []int64{2, 8}))
 	require.NoError(t, err)
 	defer x.Destroy()
-	y, err := dlonnx.NewOutput(dlpack.Float32, 3, 3)
+	y, err := dlonnx.NewOutput(dlpack.Float32, []int64{3, 3})
 	require.NoError(t, err)
 	defer y.Destroy()
 	assert.ErrorIs(t, s.RunInto([]*dlonnx.Tensor{x}, []*dlonnx.Tensor{y}), dlonnx.ErrRuntime)
@@ -281,13 +281,13 @@ func TestSessionRefusals(t *testing.T) {
 	_, err = dlonnx.FromValue(nil)
 	assert.ErrorIs(t, err, dlpack.ErrNilPointer)
 	s := dlSession(t, "relu_float32.onnx")
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{1}, 1))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{1}, []int64{1}))
 	require.NoError(t, err)
 	x.Destroy()
 	_, err = s.Run(x)
 	assert.ErrorIs(t, err, dlpack.ErrClosed, "a destroyed input")
 	s.Destroy()
-	y, err := dlonnx.ToValue(dlpack.NewArray([]float32{1}, 1))
+	y, err := dlonnx.ToValue(dlpack.NewArray([]float32{1}, []int64{1}))
 	require.NoError(t, err)
 	defer y.Destroy()
 	_, err = s.Run(y)
@@ -299,7 +299,7 @@ func TestSessionRefusals(t *testing.T) {
 // Go has no element type for them, are adopted with their DLPack type.
 func TestAdoptFnuz(t *testing.T) {
 	s := dlSession(t, "cast_fnuz.onnx")
-	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{0, 1, 2, -1}, 4))
+	x, err := dlonnx.ToValue(dlpack.NewArray([]float32{0, 1, 2, -1}, []int64{4}))
 	require.NoError(t, err)
 	defer x.Destroy()
 	outs, err := s.Run(x)
@@ -311,10 +311,10 @@ func TestAdoptFnuz(t *testing.T) {
 	assert.Equal(t, []byte{0x00, 0x40, 0x44, 0xc0}, outs[1].Bytes())
 	for _, o := range outs {
 		assert.Equal(t, []int64{4}, o.Shape())
-		m, err := dlpack.Produce(o, dlpack.DefaultRequest())
+		m, err := dlpack.Produce(o, dlpack.Request{})
 		require.NoError(t, err)
 		o.Destroy()
-		m.Release()
+		m.Close()
 	}
 }
 
@@ -323,7 +323,7 @@ func TestAdoptFnuz(t *testing.T) {
 // value is released once, by the last holder.
 func TestFromValue(t *testing.T) {
 	dlSession(t, "relu_float32.onnx") // keeps the library open
-	buf, err := dlpack.NewBuffer[int32](2, 3)
+	buf, err := dlpack.NewBuffer[int32]([]int64{2, 3})
 	require.NoError(t, err)
 	defer buf.Close()
 	for i := range buf.Data() {

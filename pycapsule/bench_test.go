@@ -33,7 +33,7 @@ func pyBench(b *testing.B, fn func()) {
 // capsule then dropped unconsumed (its destructor releases the export).
 func BenchmarkDLPack(b *testing.B) {
 	pyBench(b, func() {
-		a := dlpack.NewArray(dlpack.AlignedSlice[float64](16), 4, 4)
+		a := dlpack.NewArray(dlpack.AlignedSlice[float64](16), []int64{4, 4})
 		mv, none := pyembed.Global("mv"), pyembed.Global("None")
 		for b.Loop() {
 			c := pycapsule.DLPack(a, none, mv, none, none)

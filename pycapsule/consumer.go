@@ -44,11 +44,15 @@ var ConsumerVersion = dlpack.CurrentVersion
 //
 // Errors: ErrNoDLPack, ErrNotCapsule (a used capsule, or __dlpack__
 // returned something else), ErrPython (__dlpack__ raised; the exception is
-// still pending), or the import's error (the tensor was released). No
+// still pending), ErrNoGIL (called without the GIL: nothing was read), or
+// the import's error (the tensor was released). No
 // stream is passed: for CUDA producers that is the legacy default stream,
 // which the producer orders its work before; Wrap passes each consumer's
 // own request, stream included.
 func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
+	if err := checkGIL(); err != nil {
+		return dlpack.Foreign{}, err
+	}
 	p, m, err := takeOf(obj)
 	if err != nil {
 		return dlpack.Foreign{}, err
@@ -64,6 +68,9 @@ func Import(obj uintptr, opts ...dlpack.ImportOption) (dlpack.Foreign, error) {
 // its views must not be used after fn returns. fn's error is returned as
 // it is.
 func Borrow(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
+	if err := checkGIL(); err != nil {
+		return err
+	}
 	p, m, err := takeOf(obj)
 	if err != nil {
 		return err
@@ -159,6 +166,9 @@ type Object struct {
 // is pending), or an *ArgError when __dlpack_device__ returns something
 // other than a tuple of two ints.
 func Wrap(obj uintptr) (*Object, error) {
+	if err := checkGIL(); err != nil {
+		return nil, err
+	}
 	if obj == 0 {
 		return nil, fmt.Errorf("%w: NULL object", ErrNoDLPack)
 	}
@@ -187,7 +197,8 @@ func Wrap(obj uintptr) (*Object, error) {
 func (o *Object) DLPackDevice() dlpack.Device { return o.device }
 
 // DLPack calls the object's __dlpack__ with req's arguments: stream if
-// req.HasStream, max_version if req.MaxVersion.Major >= 1, dl_device if
+// req.HasStream, max_version unless req.IsLegacy (the zero MaxVersion
+// sends (1, 3), this package's version), dl_device if
 // req.Device is not the zero Device, copy unless CopyIfNeeded; a producer
 // that rejects max_version with TypeError is asked again without it (when
 // neither copy nor dl_device is asked). The tensor is handed over as the
@@ -196,6 +207,9 @@ func (o *Object) DLPackDevice() dlpack.Device { return o.device }
 // consumer checks the tensor's flags (dlpack.RequireWritable does).
 // Errors: dlpack.ErrClosed after Close, ErrPython (pending), ErrNotCapsule.
 func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	if err := checkGIL(); err != nil {
+		return dlpack.Managed{}, err
+	}
 	obj := o.obj.Load()
 	if obj == 0 {
 		return dlpack.Managed{}, fmt.Errorf("%w: pycapsule.Object used after Close", dlpack.ErrClosed)
@@ -204,8 +218,12 @@ func (o *Object) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 	if req.HasStream {
 		a.has_stream, a.stream = 1, C.longlong(req.Stream)
 	}
-	if req.MaxVersion.Major >= 1 {
-		a.major, a.minor = C.longlong(req.MaxVersion.Major), C.longlong(req.MaxVersion.Minor)
+	if !req.IsLegacy() {
+		v := req.MaxVersion
+		if v == (dlpack.Version{}) {
+			v = dlpack.CurrentVersion
+		}
+		a.major, a.minor = C.longlong(v.Major), C.longlong(v.Minor)
 	}
 	if req.Device != (dlpack.Device{}) {
 		a.has_device, a.device_type, a.device_id = 1, C.longlong(req.Device.Type), C.longlong(req.Device.ID)

@@ -14,7 +14,7 @@ import (
 // Python objects are PyObject* addresses; results are new references, 0
 // with an exception set on failure.
 func Example() {
-	tensor := dlpack.NewArray(dlpack.AlignedSlice[float32](6), 2, 3)
+	tensor := dlpack.NewArray(dlpack.AlignedSlice[float32](6), []int64{2, 3})
 
 	// def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None)
 	dunderDLPack := func(stream, maxVersion, dlDevice, copy uintptr) uintptr {

@@ -69,7 +69,7 @@ var (
 //   - managed_tensor_from_py_object_no_sync(obj, out) refuses (TypeError)
 //     objects that are not instances of pyType or a subtype. The first
 //     call for an object asks t.Producer(obj) for the producer and the
-//     producer for a versioned tensor with dlpack.DefaultRequest (for a
+//     producer for a versioned tensor with the zero dlpack.Request (for a
 //     dlpack.Source, dlpack.Produce's rules: zero-copy, flags kept), and
 //     keeps that export in the object's attribute _dlpack_c_export for
 //     the object's lifetime. Every call lends a new tensor of that export
@@ -152,9 +152,12 @@ type ExchangeStats struct {
 	// Python objects Go took in through their type's table, and through
 	// __dlpack__ (the fallback for types without a usable table).
 	TableImports, ProtocolImports int64
+	// Python objects Go viewed through their type's
+	// dltensor_from_py_object_no_sync (BorrowTensor).
+	TableViews int64
 }
 
-var tableImports, protocolImports atomic.Int64
+var tableImports, protocolImports, tableViews atomic.Int64
 
 // ReadExchangeStats returns the counters so far.
 func ReadExchangeStats() ExchangeStats {
@@ -164,7 +167,7 @@ func ReadExchangeStats() ExchangeStats {
 		FromPyObject: int64(c.from_py), ToPyObject: int64(c.to_py), DLTensorFromPyObject: int64(c.dltensor),
 		Allocator: int64(c.alloc), CurrentWorkStream: int64(c.stream), Failures: int64(c.failures),
 		Exports: int64(c.exports), LiveExports: int64(c.exports_live), LiveLent: int64(c.lent_live),
-		TableImports: tableImports.Load(), ProtocolImports: protocolImports.Load(),
+		TableImports: tableImports.Load(), ProtocolImports: protocolImports.Load(), TableViews: tableViews.Load(),
 	}
 }
 
@@ -218,13 +221,13 @@ func (e *Exchange) produce(obj uintptr) (*dlpack.ManagedTensorVersioned, error) 
 	if err != nil {
 		return nil, err
 	}
-	m, err := p.DLPack(dlpack.DefaultRequest())
+	m, err := p.DLPack(dlpack.Request{})
 	if err != nil {
-		m.Release()
+		m.Close()
 		return nil, err
 	}
 	if m.Versioned == nil {
-		m.Release()
+		m.Close()
 		return nil, fmt.Errorf("%w: the producer answered a versioned request with a legacy tensor", ErrExchange)
 	}
 	return m.Versioned, nil
@@ -407,6 +410,40 @@ func ownExchange(api *dlpack.ExchangeAPI) *Exchange {
 	return nil
 }
 
+// BorrowTensor is Borrow by the fastest route DLPack 1.3 offers: when
+// obj's type publishes an exchange table (ExchangeAPIOf) with
+// dltensor_from_py_object_no_sync, and obj is not one of this library's
+// own objects, the entry fills a non-owning DLTensor of obj's tensor,
+// which dlpack.BorrowTensor checks field by field and lends to fn: no
+// capsule, no managed struct, no deleter. That DLTensor lives as long as
+// obj, which the caller holds for the call. Otherwise it is Borrow.
+//
+// A DLTensor carries no flags: on the table route the Foreign is
+// read-only unless opts include dlpack.AssumeWritable (the caller's word
+// that obj may be written), and, as with every no_sync entry, the caller
+// orders device work after the producer's current_work_stream. An entry
+// that fails is an error wrapping ErrPython (the exception is pending) or
+// ErrExchange. fn's error is returned as it is.
+func BorrowTensor(obj uintptr, fn func(dlpack.Foreign) error, opts ...dlpack.ImportOption) error {
+	if err := checkGIL(); err != nil {
+		return err
+	}
+	if obj != 0 && C.pycapsule_kind(C.uintptr_t(obj)) == 0 {
+		if api := ExchangeAPIOf(obj); api != nil && api.DLTensorFromPyObjectNoSync != 0 && ownExchange(api) == nil {
+			t := new(C.DLTensor)
+			if rc := C.exchange_call_dltensor(C.uintptr_t(api.DLTensorFromPyObjectNoSync), C.uintptr_t(obj), t); rc != 0 {
+				if C.exchange_error_pending() != 0 {
+					return pythonError("dltensor_from_py_object_no_sync")
+				}
+				return fmt.Errorf("%w: dltensor_from_py_object_no_sync returned %d", ErrExchange, int(rc))
+			}
+			tableViews.Add(1)
+			return dlpack.BorrowTensor(unsafe.Pointer(t), fn, opts...)
+		}
+	}
+	return Borrow(obj, fn, opts...)
+}
+
 // managedFromTable takes obj's tensor through api's
 // managed_tensor_from_py_object_no_sync. ok is false when the table has no
 // such entry (use __dlpack__).
@@ -428,7 +465,7 @@ func managedFromTable(api *dlpack.ExchangeAPI, obj uintptr) (m dlpack.Managed, o
 	rc := C.exchange_call_from_py(C.uintptr_t(api.ManagedTensorFromPyObjectNoSync), C.uintptr_t(obj), &out)
 	if rc != 0 {
 		if out != nil { // a tensor despite the failure: ours to release
-			dlpack.Managed{Versioned: (*dlpack.ManagedTensorVersioned)(unsafe.Pointer(out))}.Release()
+			dlpack.Managed{Versioned: (*dlpack.ManagedTensorVersioned)(unsafe.Pointer(out))}.Close()
 		}
 		if C.exchange_error_pending() != 0 {
 			return dlpack.Managed{}, true, pythonError("managed_tensor_from_py_object_no_sync")

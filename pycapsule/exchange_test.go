@@ -135,7 +135,7 @@ func statsDelta(before pycapsule.ExchangeStats) pycapsule.ExchangeStats {
 		DLTensorFromPyObject: a.DLTensorFromPyObject - before.DLTensorFromPyObject, Allocator: a.Allocator - before.Allocator,
 		CurrentWorkStream: a.CurrentWorkStream - before.CurrentWorkStream, Failures: a.Failures - before.Failures,
 		Exports: a.Exports - before.Exports, TableImports: a.TableImports - before.TableImports,
-		ProtocolImports: a.ProtocolImports - before.ProtocolImports,
+		ProtocolImports: a.ProtocolImports - before.ProtocolImports, TableViews: a.TableViews - before.TableViews,
 	}
 }
 
@@ -173,7 +173,7 @@ func TestPublishedTable(t *testing.T) {
 		for i := range data {
 			data[i] = float32(i)
 		}
-		id := addGoT(dlpack.NewArray(data, 2, 3))
+		id := addGoT(dlpack.NewArray(data, []int64{2, 3}))
 		p.exec(fmt.Sprintf("g = make_got(%d); api = table(GoT); out = ctypes.POINTER(M)()", id))
 		s := pycapsule.ReadExchangeStats()
 		p.exec("assert api.from_py(g, ctypes.byref(out)) == 0")
@@ -389,8 +389,19 @@ uses = use_count(tx)`)
 			t.Errorf("tvm-ffi's tensor: %+v", d)
 		}
 
+		// tvm-ffi's table has no dltensor_from_py_object_no_sync:
+		// BorrowTensor takes the managed entry, as Borrow does.
+		s = pycapsule.ReadExchangeStats()
+		if err := pycapsule.BorrowTensor(pyembed.Global("w"), func(dlpack.Foreign) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if d := statsDelta(s); d != (pycapsule.ExchangeStats{TableImports: 1}) {
+			t.Errorf("tvm-ffi's tensor through BorrowTensor: %+v", d)
+		}
+		p.check("use_count(tx) == uses")
+
 		data := dlpack.AlignedSlice[float64](4)
-		id := addGoT(dlpack.NewArray(data, 4))
+		id := addGoT(dlpack.NewArray(data, []int64{4}))
 		s = pycapsule.ReadExchangeStats()
 		p.exec(fmt.Sprintf("y = tvm_ffi.from_dlpack(make_got(%d))", id))
 		p.check(fmt.Sprintf("y.data_ptr() == %d and y.shape == (4,)", uintptrOf(data)))
@@ -400,6 +411,69 @@ uses = use_count(tx)`)
 		p.exec("del y, w, tx; gc.collect()")
 		if n := dlpack.Outstanding(); n != 0 {
 			t.Errorf("outstanding %d after tvm-ffi let go", n)
+		}
+	})
+}
+
+// BorrowTensor through a table's dltensor_from_py_object_no_sync: a
+// subclass of GoT carrying a copy of GoT's table (so not this library's
+// own table: its C entries run) lends a DLTensor that Go views in place,
+// read-only unless AssumeWritable; objects without the entry fall back to
+// Borrow.
+func TestBorrowTensorThroughTable(t *testing.T) {
+	py(t, func(p *session) {
+		exchangeSession(t, p)
+		data := dlpack.AlignedSlice[float32](6)
+		for i := range data {
+			data[i] = float32(i)
+		}
+		id := addGoT(dlpack.NewArray(data, []int64{2, 3}))
+		p.exec(fmt.Sprintf(`
+copied = API.from_buffer_copy(table(GoT))
+class Viewed(GoT):
+    __dlpack_c_exchange_api__ = ctypes.pythonapi.PyCapsule_New(ctypes.addressof(copied), b"dlpack_exchange_api", None)
+v = make_got(%d)
+v.__class__ = Viewed
+src = np.arange(3.0)`, id))
+		s := pycapsule.ReadExchangeStats()
+		for _, writable := range []bool{false, true} {
+			var opts []dlpack.ImportOption
+			if writable {
+				opts = append(opts, dlpack.AssumeWritable())
+			}
+			err := pycapsule.BorrowTensor(pyembed.Global("v"), func(f dlpack.Foreign) error {
+				if f.DataAddr() != uintptrOf(data) || fmt.Sprint(f.Shape()) != "[2 3]" {
+					t.Errorf("viewed: %#x %v, want %#x [2 3]", f.DataAddr(), f.Shape(), uintptrOf(data))
+				}
+				xs, err := dlpack.Slice[float32](f)
+				if !writable {
+					if !errors.Is(err, dlpack.ErrReadOnly) {
+						t.Errorf("a DLTensor view without AssumeWritable: %v", err)
+					}
+					return nil
+				}
+				if err != nil || fmt.Sprint(xs) != "[0 1 2 3 4 5]" {
+					t.Errorf("viewed: %v %v", xs, err)
+				}
+				return nil
+			}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := statsDelta(s); d != (pycapsule.ExchangeStats{DLTensorFromPyObject: 2, Exports: 1, TableViews: 2}) {
+			t.Errorf("through the table: %+v", d)
+		}
+		s = pycapsule.ReadExchangeStats()
+		if err := pycapsule.BorrowTensor(pyembed.Global("src"), func(dlpack.Foreign) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if d := statsDelta(s); d != (pycapsule.ExchangeStats{ProtocolImports: 1}) {
+			t.Errorf("NumPy's array through BorrowTensor: %+v", d)
+		}
+		p.exec("del v, Viewed, copied, src; gc.collect()")
+		if n := dlpack.Outstanding(); n != 0 {
+			t.Errorf("outstanding %d", n)
 		}
 	})
 }

@@ -73,10 +73,10 @@ func (h *Held) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpac
 func (h *Held) SyncStream(_ dlpack.Device, stream int64) error {
 	m, err := h.obj.DLPack(dlpack.Request{MaxVersion: ConsumerVersion, Stream: stream, HasStream: true})
 	if err != nil {
-		m.Release() // none comes with an error; if one did, it is ours
+		m.Close() // none comes with an error; if one did, it is ours
 		return err
 	}
-	m.Release()
+	m.Close()
 	return nil
 }
 

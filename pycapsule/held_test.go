@@ -59,7 +59,7 @@ func TestImportHeld(t *testing.T) {
 		src := deviceTensor{&releases}
 		p.exec(heldPrelude)
 		for i := range 3 {
-			m, err := dlpack.Produce(src, dlpack.DefaultRequest())
+			m, err := dlpack.Produce(src, dlpack.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestImportHeld(t *testing.T) {
 		}
 
 		// No stream, and Go consumers: no Python call.
-		m2, err := h.DLPack(dlpack.DefaultRequest())
+		m2, err := h.DLPack(dlpack.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,15 +126,15 @@ func TestImportHeld(t *testing.T) {
 		h.Close()
 		h.Close()
 		p.check("sys.getrefcount(s) == r0")
-		if _, err := h.DLPack(dlpack.DefaultRequest()); !errors.Is(err, dlpack.ErrClosed) {
+		if _, err := h.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
-		m1.Release()
+		m1.Close()
 		g.Close()
 		if n := releases.Load(); n != 2 {
 			t.Errorf("releases = %d before the last consumer let go, want 2", n)
 		}
-		m2.Release()
+		m2.Close()
 		if n := releases.Load(); n != 3 {
 			t.Errorf("releases = %d, want 3 (each tensor once)", n)
 		}

@@ -8,6 +8,7 @@ package pycapsule
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -67,7 +68,8 @@ func argErr(arg string, obj uintptr, exc Exception, why string) error {
 // refuses an argument too, the refusal is the same exception type (NumPy
 // accepts more: any copy but a string, any minor version):
 //
-//   - max_version: None is a legacy request (the zero Version); otherwise
+//   - max_version: None is a legacy request (Legacy set: the zero
+//     dlpack.Request is a versioned one); otherwise
 //     a tuple (major, minor) of ints (TypeError for anything else,
 //     OverflowError beyond 64 bits), the consumer's highest version. A
 //     major above 1 means a newer consumer, which reads 1.x; a major
@@ -95,7 +97,7 @@ func argErr(arg string, obj uintptr, exc Exception, why string) error {
 // A refused argument is an *ArgError naming it, with the exception Raise
 // sets; no Python exception is left pending.
 func ParseRequest(dev dlpack.Device, stream, maxVersion, dlDevice, copy uintptr) (dlpack.Request, error) {
-	var req dlpack.Request
+	req := dlpack.Request{Legacy: true} // max_version=None
 	if !isNone(maxVersion) {
 		var major, minor C.longlong
 		switch C.pycapsule_int_pair(C.uintptr_t(maxVersion), &major, &minor) {
@@ -108,6 +110,7 @@ func ParseRequest(dev dlpack.Device, stream, maxVersion, dlDevice, copy uintptr)
 		}
 		if major >= 1 {
 			req.MaxVersion = dlpack.Version{Major: clampU32(major), Minor: clampU32(max(minor, 0))}
+			req.Legacy = false
 		}
 	}
 	if !isNone(stream) {
@@ -182,7 +185,7 @@ func Capsule(m dlpack.Managed) uintptr {
 	}
 	c := New(p, m.Versioned != nil)
 	if c == 0 {
-		m.Release() // Python set the error; the tensor was still ours
+		m.Close() // Python set the error; the tensor was still ours
 	}
 	return c
 }
@@ -199,6 +202,11 @@ func Capsule(m dlpack.Managed) uintptr {
 // (dlpack.ErrNilPointer), and a tensor that p's DLPack returned together
 // with an error is released: the same answers as dlpack.From.
 //
+// Called without the GIL (a library loaded with ctypes.CDLL), it touches
+// nothing and returns None with a RuntimeError (ErrNoGIL) pending, which
+// CPython raises as the cause of a SystemError (a NULL result would crash
+// ctypes.CDLL).
+//
 // A Python type for Go tensors implements the protocol in two lines:
 //
 //	//export mytensor_dlpack
@@ -206,6 +214,12 @@ func Capsule(m dlpack.Managed) uintptr {
 //		return C.uintptr_t(pycapsule.DLPack(lookup(id), uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copy)))
 //	}
 func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintptr {
+	switch err := checkGIL(); {
+	case errors.Is(err, ErrNoGIL):
+		return noGIL()
+	case err != nil:
+		return 0
+	}
 	if nilcheck.IsNil(p) {
 		Raise(noProducer(p))
 		return 0
@@ -220,7 +234,7 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 		err = &dlpack.FieldError{Field: "managed tensor", Value: "NULL", Err: dlpack.ErrNilPointer, Why: "the producer returned no tensor and no error"}
 	}
 	if err != nil {
-		m.Release() // a producer should return none with an error; if it did, it is ours
+		m.Close() // a producer should return none with an error; if it did, it is ours
 		Raise(err)
 		return 0
 	}
@@ -231,6 +245,12 @@ func DLPack(p dlpack.Producer, stream, maxVersion, dlDevice, copy uintptr) uintp
 // tuple (device_type, device_id) of p's device (the zero Device reads as
 // the CPU), or 0 with an exception set.
 func DLPackDevice(p dlpack.Producer) uintptr {
+	switch err := checkGIL(); {
+	case errors.Is(err, ErrNoGIL):
+		return noGIL()
+	case err != nil:
+		return 0
+	}
 	if nilcheck.IsNil(p) {
 		Raise(noProducer(p))
 		return 0

@@ -13,6 +13,9 @@ typedef void* PyObj;
 typedef void (*Destructor)(PyObj);
 
 static PyObj (*p_New)(void*, const char*, Destructor);
+static int (*p_GILCheck)(void);
+static int (*p_GILEnsure)(void);
+static void (*p_GILRelease)(int);
 static void* (*p_GetPointer)(PyObj, const char*);
 static int (*p_IsValid)(PyObj, const char*);
 static int (*p_SetName)(PyObj, const char*);
@@ -100,6 +103,9 @@ int pycapsule_init(void) {
 	R(p_TypeError, "PyExc_TypeError");
 	R(p_OverflowError, "PyExc_OverflowError");
 	R(p_RuntimeError, "PyExc_RuntimeError");
+	R(p_GILCheck, "PyGILState_Check");
+	R(p_GILEnsure, "PyGILState_Ensure");
+	R(p_GILRelease, "PyGILState_Release");
 	R(p_New, "PyCapsule_New");
 #undef R
 	return 0;
@@ -183,8 +189,33 @@ void pycapsule_set_error(int kind, const char* msg) {
 		exc = p_RuntimeError;
 		break;
 	}
+	if (p_GILCheck()) {
+		p_SetString(*exc, msg);
+		return;
+	}
+	// Called without the GIL (a library loaded with ctypes.CDLL): take it
+	// to set the exception, which stays with this thread's state for the
+	// caller to find once it has the GIL back.
+	int s = p_GILEnsure();
 	p_SetString(*exc, msg);
+	p_GILRelease(s);
 }
+
+// For an entry point that returns an object, called without the GIL: the
+// RuntimeError is set (taking the GIL for it) and a new reference to None
+// returned, because ctypes.CDLL crashes on a NULL py_object result
+// (CPython 3.11's GetResult drops the reference it did not get); CPython
+// then reports the pending exception as the cause of a SystemError.
+uintptr_t pycapsule_no_gil(const char* msg) {
+	int s = p_GILEnsure();
+	p_SetString(*p_RuntimeError, msg);
+	p_IncRef(p_None);
+	p_GILRelease(s);
+	return (uintptr_t)p_None;
+}
+
+// 1 if this thread holds the GIL, 0 if not, -1 before pycapsule_init.
+int pycapsule_gil_held(void) { return p_GILCheck == NULL ? -1 : p_GILCheck() != 0; }
 
 int pycapsule_error_pending(void) { return p_Occurred() != NULL; }
 

@@ -69,7 +69,33 @@ var (
 	// ErrPython: Python raised an exception, which is still pending; the
 	// error's message repeats its type and text.
 	ErrPython = errors.New("pycapsule: Python raised")
+	// ErrNoGIL: an entry point was called on a thread that does not hold
+	// the GIL, as from a library loaded with ctypes.CDLL (which releases
+	// it around every call); load it with ctypes.PyDLL. Raise makes it a
+	// RuntimeError.
+	ErrNoGIL = errors.New("pycapsule: called without the GIL held (load the library with ctypes.PyDLL, not ctypes.CDLL)")
 )
+
+// noGIL is what an entry point that returns an object answers without the
+// GIL: None with the RuntimeError of ErrNoGIL pending (see
+// pycapsule_no_gil).
+func noGIL() uintptr {
+	cs := C.CString(ErrNoGIL.Error())
+	defer C.free(unsafe.Pointer(cs))
+	return uintptr(C.pycapsule_no_gil(cs))
+}
+
+// checkGIL returns ErrNoGIL when the calling thread does not hold the GIL,
+// and ErrNoPython before Init.
+func checkGIL() error {
+	switch C.pycapsule_gil_held() {
+	case 1:
+		return nil
+	case 0:
+		return ErrNoGIL
+	}
+	return ErrNoPython
+}
 
 // Init finds the CPython functions this package calls.
 func Init() error {
@@ -131,7 +157,8 @@ func setError(kind int, msg string) {
 // ErrPython (Python's own exception is already pending), an *ArgError's
 // Exception, ValueError for a capsule that cannot be consumed
 // (ErrNotCapsule, ErrRename), TypeError for an object without __dlpack__
-// (ErrNoDLPack), and BufferError for everything else: what a producer
+// (ErrNoDLPack), RuntimeError for a call without the GIL (ErrNoGIL, set
+// after taking the GIL), and BufferError for everything else: what a producer
 // cannot give or a consumer cannot take.
 func Raise(err error) {
 	var ae *ArgError
@@ -146,6 +173,10 @@ func Raise(err error) {
 		setError(C.PYCAPSULE_VALUE_ERROR, err.Error())
 	case errors.Is(err, ErrNoDLPack):
 		setError(C.PYCAPSULE_TYPE_ERROR, err.Error())
+	case errors.Is(err, ErrNoGIL):
+		setError(C.PYCAPSULE_RUNTIME_ERROR, err.Error())
+	case errors.Is(err, ErrNoPython):
+		return // no Python to tell
 	default:
 		setError(C.PYCAPSULE_BUFFER_ERROR, err.Error())
 	}

@@ -28,6 +28,8 @@ uintptr_t pycapsule_new(void* managed, int versioned);
 int pycapsule_kind(uintptr_t obj);
 void* pycapsule_consume(uintptr_t capsule, int* versioned, int* err);
 void pycapsule_set_error(int kind, const char* msg);
+int pycapsule_gil_held(void);
+uintptr_t pycapsule_no_gil(const char* msg);
 int pycapsule_error_pending(void);
 void pycapsule_clear_error(void);
 void pycapsule_incref(uintptr_t obj);

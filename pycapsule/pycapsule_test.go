@@ -5,6 +5,7 @@ package pycapsule_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -155,27 +156,27 @@ func TestParseRequest(t *testing.T) {
 			stream, maxVersion, device, copy string
 			want                             dlpack.Request
 		}{
-			{dlpack.CPUDevice, "None", "None", "None", "None", dlpack.Request{}},
+			{dlpack.CPUDevice, "None", "None", "None", "None", dlpack.Request{Legacy: true}},
 			{dlpack.CPUDevice, "None", "(1, 3)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1, Minor: 3}}},
-			{dlpack.CPUDevice, "None", "(0, 8)", "None", "None", dlpack.Request{}},
-			{dlpack.CPUDevice, "None", "(-1, 0)", "None", "None", dlpack.Request{}},
+			{dlpack.CPUDevice, "None", "(0, 8)", "None", "None", dlpack.Request{Legacy: true}},
+			{dlpack.CPUDevice, "None", "(-1, 0)", "None", "None", dlpack.Request{Legacy: true}},
 			{dlpack.CPUDevice, "None", "(1, -1)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1}}},
 			{dlpack.CPUDevice, "None", "(True, np.int64(2))", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1, Minor: 2}}},
 			{dlpack.CPUDevice, "None", "(2**40, 0)", "None", "None", dlpack.Request{MaxVersion: dlpack.Version{Major: 1<<32 - 1}}},
-			{cuda, "-1", "None", "None", "None", dlpack.Request{Stream: -1, HasStream: true}},
-			{cuda, "1", "None", "None", "None", dlpack.Request{Stream: 1, HasStream: true}},
-			{cuda, "2**62", "None", "None", "None", dlpack.Request{Stream: 1 << 62, HasStream: true}},
-			{rocm, "0", "None", "None", "None", dlpack.Request{Stream: 0, HasStream: true}},
-			{cuda, "None", "None", "(2, 1)", "True", dlpack.Request{Device: dlpack.Device{Type: dlpack.CUDA, ID: 1}, Copy: dlpack.CopyAlways}},
-			{dlpack.CPUDevice, "None", "None", "(1, 0)", "False", dlpack.Request{Device: dlpack.CPUDevice, Copy: dlpack.CopyNever}},
-			{dlpack.CPUDevice, "None", "None", "(2, 2**31 - 1)", "None", dlpack.Request{Device: dlpack.Device{Type: dlpack.CUDA, ID: 1<<31 - 1}}},
+			{cuda, "-1", "None", "None", "None", dlpack.Request{Legacy: true, Stream: -1, HasStream: true}},
+			{cuda, "1", "None", "None", "None", dlpack.Request{Legacy: true, Stream: 1, HasStream: true}},
+			{cuda, "2**62", "None", "None", "None", dlpack.Request{Legacy: true, Stream: 1 << 62, HasStream: true}},
+			{rocm, "0", "None", "None", "None", dlpack.Request{Legacy: true, Stream: 0, HasStream: true}},
+			{cuda, "None", "None", "(2, 1)", "True", dlpack.Request{Legacy: true, Device: dlpack.Device{Type: dlpack.CUDA, ID: 1}, Copy: dlpack.CopyAlways}},
+			{dlpack.CPUDevice, "None", "None", "(1, 0)", "False", dlpack.Request{Legacy: true, Device: dlpack.CPUDevice, Copy: dlpack.CopyNever}},
+			{dlpack.CPUDevice, "None", "None", "(2, 2**31 - 1)", "None", dlpack.Request{Legacy: true, Device: dlpack.Device{Type: dlpack.CUDA, ID: 1<<31 - 1}}},
 		} {
 			got, err := pycapsule.ParseRequest(c.dev, p.eval(c.stream), p.eval(c.maxVersion), p.eval(c.device), p.eval(c.copy))
 			if err != nil || got != c.want {
 				t.Errorf("%v: stream=%s max_version=%s dl_device=%s copy=%s: %+v, %v; want %+v", c.dev, c.stream, c.maxVersion, c.device, c.copy, got, err, c.want)
 			}
 		}
-		if got, err := pycapsule.ParseRequest(dlpack.CPUDevice, 0, 0, 0, 0); err != nil || got != (dlpack.Request{}) {
+		if got, err := pycapsule.ParseRequest(dlpack.CPUDevice, 0, 0, 0, 0); err != nil || got != (dlpack.Request{Legacy: true}) {
 			t.Errorf("NULL arguments read as None: %+v, %v", got, err)
 		}
 		p.exec("class Bad:\n    def __bool__(self): raise RuntimeError('no truth')\n    def __index__(self): raise RuntimeError('no index')")
@@ -241,7 +242,7 @@ func TestDLPackToNumPy(t *testing.T) {
 		for i := range data {
 			data[i] = float64(i)
 		}
-		a := dlpack.NewArray(data, 2, 3)
+		a := dlpack.NewArray(data, []int64{2, 3})
 		none := p.eval("None")
 		addr := fmt.Sprint(uintptrOf(data))
 
@@ -286,7 +287,7 @@ func TestDLPackToNumPy(t *testing.T) {
 
 func TestDLPackRefusals(t *testing.T) {
 	py(t, func(p *session) {
-		a := dlpack.NewArray(dlpack.AlignedSlice[int32](4), 4)
+		a := dlpack.NewArray(dlpack.AlignedSlice[int32](4), []int64{4})
 		a.ReadOnly = true
 		none := p.eval("None")
 		for _, c := range []struct {
@@ -453,8 +454,8 @@ func TestWrap(t *testing.T) {
 			req  dlpack.Request
 			want string
 		}{
-			{dlpack.Request{}, "{}"},
-			{dlpack.DefaultRequest(), "{'max_version': (1, 3)}"},
+			{dlpack.Request{Legacy: true}, "{}"},
+			{dlpack.Request{}, "{'max_version': (1, 3)}"},
 			{dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyAlways, Device: dlpack.CPUDevice}, "{'max_version': (1, 3), 'dl_device': (1, 0), 'copy': True}"},
 			{dlpack.Request{MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever}, "{'max_version': (1, 3), 'copy': False}"},
 		} {
@@ -464,10 +465,10 @@ func TestWrap(t *testing.T) {
 				continue
 			}
 			p.check("str(rec.calls[-1]) == " + fmt.Sprintf("%q", c.want))
-			if (m.Versioned != nil) != (c.req.MaxVersion.Major >= 1) {
+			if (m.Versioned != nil) != !c.req.IsLegacy() {
 				t.Errorf("%+v: versioned %v", c.req, m.Versioned != nil)
 			}
-			m.Release()
+			m.Close()
 		}
 		// A stream reaches the producer; NumPy refuses it on the CPU itself.
 		if _, err := o.DLPack(dlpack.Request{MaxVersion: dlpack.CurrentVersion, Stream: 7, HasStream: true}); !errors.Is(err, pycapsule.ErrPython) {
@@ -492,7 +493,7 @@ func TestWrap(t *testing.T) {
 		o.Close()
 		o.Close()
 		p.check("sys.getrefcount(rec) == r0")
-		if _, err := o.DLPack(dlpack.DefaultRequest()); !errors.Is(err, dlpack.ErrClosed) {
+		if _, err := o.DLPack(dlpack.Request{}); !errors.Is(err, dlpack.ErrClosed) {
 			t.Errorf("after Close: %v", err)
 		}
 		if _, err := pycapsule.Wrap(p.eval("x.__dlpack__()")); !errors.Is(err, pycapsule.ErrNoDLPack) {
@@ -534,4 +535,39 @@ func TestReexport(t *testing.T) {
 			p.check("sys.getrefcount(x) == r0")
 		})
 	}
+}
+
+// Entry points called on a thread without the GIL (a library loaded with
+// ctypes.CDLL) fail with ErrNoGIL and read nothing, rather than calling
+// into Python unguarded.
+func TestNoGIL(t *testing.T) {
+	py(t, func(p *session) {
+		obj := p.eval("np.arange(3.0)")
+		o, err := pycapsule.Wrap(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		errs := make(chan error, 5)
+		go func() { // another OS thread: pyembed.Do keeps the GIL on its own
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			_, err := pycapsule.Import(obj)
+			errs <- err
+			errs <- pycapsule.Borrow(obj, func(dlpack.Foreign) error { return nil })
+			errs <- pycapsule.BorrowTensor(obj, func(dlpack.Foreign) error { return nil })
+			_, err = pycapsule.Wrap(obj)
+			errs <- err
+			_, err = o.DLPack(dlpack.Request{})
+			errs <- err
+		}()
+		for i := 0; i < 5; i++ {
+			if err := <-errs; !errors.Is(err, pycapsule.ErrNoGIL) || !strings.Contains(err.Error(), "ctypes.PyDLL") {
+				t.Errorf("call %d without the GIL: %v", i, err)
+			}
+		}
+		if dlpack.Outstanding() != 0 {
+			t.Errorf("outstanding %d", dlpack.Outstanding())
+		}
+	})
 }

@@ -197,7 +197,7 @@ func BenchmarkWriteNPY(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	mem := dlpack.NewArray(make([]float64, n), n)
+	mem := dlpack.NewArray(make([]float64, n), []int64{n})
 	for name, src := range map[string]dlpack.Producer{"mapped": f.Tensors()[0], "memory": mem} {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(8 * n)

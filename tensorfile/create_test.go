@@ -47,7 +47,7 @@ func asBytes(t *testing.T, f dlpack.Foreign) dlpack.Foreign {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := dlpack.From(dlpack.NewArray(b[first:first+int(f.NBytes())]), dlpack.RequireWritable(), dlpack.AssumeWritable())
+	g, err := dlpack.From(dlpack.NewArray(b[first:first+int(f.NBytes())], nil), dlpack.RequireWritable(), dlpack.AssumeWritable())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestSafetensorsNamesNotUTF8(t *testing.T) {
 	if err := os.WriteFile(path, []byte("previous"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	x := dlpack.NewArray([]float32{1})
+	x := dlpack.NewArray([]float32{1}, nil)
 	for _, c := range []struct {
 		names []string
 		meta  map[string]string

@@ -19,7 +19,7 @@ func ExampleOpenSafetensors() {
 	if err != nil {
 		panic(err)
 	}
-	w := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
+	w := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
 	err = tensorfile.WriteSafetensors(out, []tensorfile.Named{{Name: "w", Tensor: w}}, map[string]string{"format": "pt"})
 	if err == nil {
 		err = out.Close()

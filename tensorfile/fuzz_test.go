@@ -214,8 +214,8 @@ func FuzzNPZ(f *testing.F) {
 	}
 	var aligned bytes.Buffer // stored and aligned: every member mapped
 	if err := WriteNPZ(&aligned, []Named{
-		{Name: "a", Tensor: dlpack.NewArray([]float64{1, 2, 3})},
-		{Name: "b", Tensor: dlpack.NewArray([]int16{1, 2, 3, 4}, 2, 2)},
+		{Name: "a", Tensor: dlpack.NewArray([]float64{1, 2, 3}, nil)},
+		{Name: "b", Tensor: dlpack.NewArray([]int16{1, 2, 3, 4}, []int64{2, 2})},
 	}, false); err == nil {
 		f.Add(aligned.Bytes())
 	}

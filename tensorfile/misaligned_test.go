@@ -118,7 +118,7 @@ func TestNPYMisalignedHeader(t *testing.T) {
 	if tn.Mapped() || !strings.Contains(tn.String(), "copied") {
 		t.Errorf("%v: want a copy", tn)
 	}
-	for _, req := range []dlpack.Request{dlpack.DefaultRequest(), {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever}} {
+	for _, req := range []dlpack.Request{dlpack.Request{}, {MaxVersion: dlpack.CurrentVersion, Copy: dlpack.CopyNever}} {
 		m, err := dlpack.Produce(tn, req)
 		if err != nil {
 			t.Fatal(err)

@@ -456,7 +456,7 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 	}
 	// The preamble read may have taken data bytes already.
 	head := pre[h.dataOffset:]
-	buf, err := dlpack.NewBuffer[uint8](h.nbytes)
+	buf, err := dlpack.NewBuffer[uint8]([]int64{h.nbytes})
 	if err != nil {
 		return nil, err
 	}

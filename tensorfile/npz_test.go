@@ -47,7 +47,7 @@ func TestNPZFlippedByteFailsItsCRC(t *testing.T) {
 
 	// Mapped: written aligned by WriteNPZ, then one byte of the file flipped.
 	var aligned bytes.Buffer
-	if err := tensorfile.WriteNPZ(&aligned, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray(bytesToF64(data))}}, false); err != nil {
+	if err := tensorfile.WriteNPZ(&aligned, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray(bytesToF64(data), nil)}}, false); err != nil {
 		t.Fatal(err)
 	}
 	at := bytes.Index(aligned.Bytes(), m)

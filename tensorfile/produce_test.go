@@ -19,8 +19,8 @@ import (
 func goSafetensors(t *testing.T) string {
 	t.Helper()
 	var buf bytes.Buffer
-	w := dlpack.NewArray([]float64{1, 2, 3, 4, 5, 6}, 2, 3)
-	b := dlpack.NewArray([]float32{0.5, 1.5}, 2)
+	w := dlpack.NewArray([]float64{1, 2, 3, 4, 5, 6}, []int64{2, 3})
+	b := dlpack.NewArray([]float32{0.5, 1.5}, []int64{2})
 	if err := tensorfile.WriteSafetensors(&buf, []tensorfile.Named{{Name: "w", Tensor: w}, {Name: "b", Tensor: b}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestProduceReleasedOnCThreads(t *testing.T) {
 	var ptrs []unsafe.Pointer
 	for range 100 {
 		for _, tn := range f.Tensors() {
-			m, err := dlpack.Produce(tn, dlpack.DefaultRequest())
+			m, err := dlpack.Produce(tn, dlpack.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,18 +94,18 @@ func TestReadOnlyMappingCopiesOrRefuses(t *testing.T) {
 	xs[0] = 100 // the copy is ours
 	x.Close()
 
-	m, err := dlpack.Produce(tn, dlpack.Request{}) // legacy
+	m, err := dlpack.Produce(tn, dlpack.Request{Legacy: true}) // legacy
 	if err != nil {
 		t.Fatal(err)
 	}
 	if inside(m.Legacy.DLTensor.Data) {
 		t.Fatal("a legacy tensor shares a read-only mapping")
 	}
-	m.Release()
+	m.Close()
 
 	for _, req := range []dlpack.Request{
 		{MaxVersion: dlpack.CurrentVersion, Writable: true, Copy: dlpack.CopyNever},
-		{Copy: dlpack.CopyNever},
+		{Legacy: true, Copy: dlpack.CopyNever},
 	} {
 		if _, err := dlpack.Produce(tn, req); !errors.Is(err, dlpack.ErrReadOnly) {
 			t.Errorf("%+v: %v, want ErrReadOnly", req, err)
@@ -182,7 +182,7 @@ func TestWritersStridesAndRefusals(t *testing.T) {
 	g.Close()
 
 	// A Buffer (C memory) as a source.
-	bf, err := dlpack.NewBuffer[minifloat.BFloat16](2)
+	bf, err := dlpack.NewBuffer[minifloat.BFloat16]([]int64{2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestWritersStridesAndRefusals(t *testing.T) {
 		{"npz of bfloat16", tensorfile.WriteNPZ(&bytes.Buffer{}, []tensorfile.Named{{Name: "x", Tensor: bf}}, false), tensorfile.ErrDType},
 		{"safetensors with a repeated name", tensorfile.WriteSafetensors(&bytes.Buffer{}, []tensorfile.Named{{Name: "x", Tensor: a}, {Name: "x", Tensor: a}}, nil), tensorfile.ErrFormat},
 		{"safetensors named __metadata__", tensorfile.WriteSafetensors(&bytes.Buffer{}, []tensorfile.Named{{Name: "__metadata__", Tensor: a}}, nil), tensorfile.ErrFormat},
-		{"safetensors of complex128", tensorfile.WriteSafetensors(&bytes.Buffer{}, []tensorfile.Named{{Name: "c", Tensor: dlpack.NewArray([]complex128{1})}}, nil), tensorfile.ErrDType},
+		{"safetensors of complex128", tensorfile.WriteSafetensors(&bytes.Buffer{}, []tensorfile.Named{{Name: "c", Tensor: dlpack.NewArray([]complex128{1}, nil)}}, nil), tensorfile.ErrDType},
 	} {
 		if !errors.Is(c.err, c.want) {
 			t.Errorf("%s: %v, want %v", c.what, c.err, c.want)

@@ -267,7 +267,7 @@ func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
 			// before the reference implementation padded it):
 			// consumers need aligned elements, so this tensor is read
 			// into a Buffer, as a misaligned .npz member is.
-			buf, err := dlpack.NewBuffer[uint8](t.nbytes)
+			buf, err := dlpack.NewBuffer[uint8]([]int64{t.nbytes})
 			if err != nil {
 				return err
 			}

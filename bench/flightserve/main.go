@@ -37,7 +37,7 @@ func main() {
 		for i := range xs {
 			xs[i] = float32(i % 1000)
 		}
-		if err := s.Register(sz.name, dlpack.NewArray(xs, sz.rows, 1024)); err != nil {
+		if err := s.Register(sz.name, dlpack.NewArray(xs, []int64{sz.rows, 1024})); err != nil {
 			log.Fatal(err)
 		}
 	}

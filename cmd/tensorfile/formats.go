@@ -191,7 +191,7 @@ func openArrow(in *input) (*input, error) {
 	var tensors []*dlarrow.Tensor
 	in.close = func() {
 		for _, t := range tensors {
-			t.Release()
+			t.Close()
 		}
 		_ = af.Close()
 	}

@@ -76,8 +76,8 @@ func inspectJSON(t *testing.T, files ...string) (jsonReport, result) {
 func goFiles(t *testing.T) (dir string, npy, npz, st, arrow string) {
 	t.Helper()
 	dir = t.TempDir()
-	w := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, 2, 3)
-	b := dlpack.NewArray([]int16{-1, 7, 9}, 3)
+	w := dlpack.NewArray([]float32{1, 2, 3, 4, 5, 6}, []int64{2, 3})
+	b := dlpack.NewArray([]int16{-1, 7, 9}, []int64{3})
 	write := func(name string, fill func(*os.File) error) string {
 		path := filepath.Join(dir, name)
 		f, err := os.Create(path)
@@ -326,8 +326,8 @@ func TestConvertFailureKeepsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := tensorfile.WriteSafetensors(f, []tensorfile.Named{
-		{Name: "a", Tensor: dlpack.NewArray([]float32{1, 2}, 2)},
-		{Name: "z", Tensor: dlpack.NewArray([]complex64{1, 2i}, 2)},
+		{Name: "a", Tensor: dlpack.NewArray([]float32{1, 2}, []int64{2})},
+		{Name: "z", Tensor: dlpack.NewArray([]complex64{1, 2i}, []int64{2})},
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestNPZMappedMemberCRC(t *testing.T) {
 	dir := t.TempDir()
 	var buf bytes.Buffer
 	// uint8: aligned at any offset, so the stored member is mapped
-	if err := tensorfile.WriteNPZ(&buf, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6, 7, 8}, 8)}}, false); err != nil {
+	if err := tensorfile.WriteNPZ(&buf, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray([]uint8{1, 2, 3, 4, 5, 6, 7, 8}, []int64{8})}}, false); err != nil {
 		t.Fatal(err)
 	}
 	b := buf.Bytes()

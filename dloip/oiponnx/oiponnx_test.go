@@ -150,7 +150,7 @@ func TestSideBySidePython(t *testing.T) {
 			}
 			n++
 		}
-		resp.Release()
+		resp.Close()
 	}
 	t.Logf("oiponnx: %d outputs of %d cases over the protocol bit for bit with ONNX Runtime's Python API", n, len(cases))
 }

@@ -77,12 +77,12 @@ func main() {
 	}
 	fmt.Printf("2. mapped it; column %q is a %v tensor of shape %v\n", f.Schema().Field(1).Name, col.DataType(), col.Shape())
 
-	m, err := dlpack.Produce(col, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(col, dlpack.Request{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	C.keep((*C.DLManagedTensorVersioned)(m.Pointer()))
-	col.Release()
+	col.Close()
 	f.Close()
 	fmt.Printf("3. Go released its column and closed the file; outstanding exports: %d\n", dlpack.Outstanding())
 	fmt.Printf("  the C consumer reads the file's pages: data at %p lies in the mapping: %v\n",

@@ -5,7 +5,7 @@
 // The certificates are made here with Go's crypto; everything stays on
 // 127.0.0.1. It ends with nothing outstanding:
 //
-//	make flight   # or: DLFLIGHT_PYTHON=.venv/bin/python go run ./examples/flight
+//	make flight-example   # or: DLFLIGHT_PYTHON=.venv/bin/python go run ./examples/flight
 //
 // The interpreter is DLFLIGHT_PYTHON, else .venv/bin/python; it needs
 // pyarrow and NumPy (examples/python/requirements.txt).
@@ -66,7 +66,7 @@ func main() {
 	for i := range x {
 		x[i] = float32(i%97) * 0.5
 	}
-	if err := s.Register("x", dlpack.NewArray(x, 1000, 64)); err != nil {
+	if err := s.Register("x", dlpack.NewArray(x, []int64{1000, 64})); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("serving x float32[1000 64] on", lis.Addr(), "(TLS, bearer token)")
@@ -84,6 +84,9 @@ func main() {
 	py := os.Getenv("DLFLIGHT_PYTHON")
 	if py == "" {
 		py = ".venv/bin/python"
+	}
+	if _, err := os.Stat(py); err != nil {
+		log.Fatalf("no Python interpreter at %s (DLFLIGHT_PYTHON): run `make .venv/.installed` first, or set DLFLIGHT_PYTHON to a Python with pyarrow and NumPy", py)
 	}
 	_, here, _, _ := runtime.Caller(0)
 	cmd := exec.Command(py, filepath.Join(filepath.Dir(here), "client.py"), lis.Addr().String(), ca, token)
@@ -118,7 +121,7 @@ func main() {
 	}
 	fmt.Printf("Go fetched y %v%v from the server, 64-byte aligned: %v; y == 2x + 1\n", y.DataType(), y.Shape(), y.Aligned())
 	f.Close()
-	y.Release()
+	y.Close()
 	c.Close()
 	s.Shutdown()
 	fmt.Printf("done: outstanding exports %d\n", dlpack.Outstanding())

@@ -114,9 +114,9 @@ func write(path string) {
 		log.Fatal(err)
 	}
 	err = tensorfile.WriteSafetensors(w, []tensorfile.Named{
-		{Name: "x", Tensor: dlpack.NewArray([]float32{1, 0, -1, 2, 0.5, 0.5, 0.5, 0.5}, 2, 4)},
-		{Name: "w", Tensor: dlpack.NewArray([]float32{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, 4, 3)},
-		{Name: "b", Tensor: dlpack.NewArray([]float32{0, 0.1, -0.1}, 3)},
+		{Name: "x", Tensor: dlpack.NewArray([]float32{1, 0, -1, 2, 0.5, 0.5, 0.5, 0.5}, []int64{2, 4})},
+		{Name: "w", Tensor: dlpack.NewArray([]float32{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, []int64{4, 3})},
+		{Name: "b", Tensor: dlpack.NewArray([]float32{0, 0.1, -0.1}, []int64{3})},
 	}, nil)
 	if err == nil {
 		err = w.Close()

@@ -82,7 +82,7 @@ func main() {
 	var c mat.Dense
 	c.Mul(a, b)
 	fmt.Println("Go: C = 2A x B computed by gonum; handing it to C")
-	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.DefaultRequest())
+	m, err := dlpack.Produce(dlgonum.FromDense(&c), dlpack.Request{})
 	if err != nil {
 		log.Fatal(err)
 	}

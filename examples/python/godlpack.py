@@ -147,10 +147,12 @@ _lib.godlpack_publish.argtypes = [_obj, _obj]
 _lib.godlpack_exchange_stats.argtypes = [ctypes.POINTER(ctypes.c_int64)]
 _lib.godlpack_take_many.restype = ctypes.c_int
 _lib.godlpack_take_many.argtypes = [_obj, ctypes.c_int64]
+_lib.godlpack_view_many.restype = ctypes.c_int
+_lib.godlpack_view_many.argtypes = [_obj, ctypes.c_int64]
 _lib.godlpack_publish(GoTensor, _from_id)
 
 EXCHANGE_STATS = ("from_py", "to_py", "dltensor", "allocator", "stream", "failures", "exports", "live_exports",
-                  "live_lent", "table_imports", "protocol_imports")
+                  "live_lent", "table_imports", "protocol_imports", "table_views")
 
 
 def exchange_stats():
@@ -167,3 +169,9 @@ def take_many(obj, n):
     """Go takes obj's tensor n times in one call (through the type's
     exchange table if it has one, else __dlpack__), releasing it each time."""
     _lib.godlpack_take_many(obj, n)
+
+
+def view_many(obj, n):
+    """Go views obj's tensor n times in one call (through the DLTensor entry
+    of the type's exchange table if it has one, else as take_many)."""
+    _lib.godlpack_view_many(obj, n)

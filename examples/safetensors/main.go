@@ -61,6 +61,9 @@ func main() {
 	if py == "" {
 		py = filepath.Join(".venv", "bin", "python")
 	}
+	if _, err := os.Stat(py); err != nil {
+		log.Fatalf("no Python interpreter at %s (TENSORFILE_PYTHON): run `make .venv/.installed` first, or set TENSORFILE_PYTHON to a Python with NumPy and safetensors", py)
+	}
 	dir, err := os.MkdirTemp("", "tensorfile-example")
 	if err != nil {
 		log.Fatal(err)
@@ -87,7 +90,7 @@ func main() {
 
 	// Hand the tensor to C: a DLManagedTensorVersioned whose data is the
 	// mapped file. C releases it when done.
-	m, err := dlpack.Produce(emb, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(emb, dlpack.Request{})
 	if err != nil {
 		log.Fatal(err)
 	}

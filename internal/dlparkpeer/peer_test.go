@@ -69,7 +69,7 @@ func TestExportToDlpark(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0.0, dlparkpeer.ConsumeSum(unsafe.Pointer(m)), "zero-size")
 
-	b, err := dlpack.NewBuffer[float64](2, 2)
+	b, err := dlpack.NewBuffer[float64]([]int64{2, 2})
 	require.NoError(t, err)
 	copy(b.Data(), []float64{1, 2, 3, 4})
 	m, err = b.Export(nil)

@@ -36,7 +36,7 @@ func (o *object) Release() {
 	case o.arr != nil:
 		o.arr.Release()
 	case o.tensor != nil:
-		o.tensor.Release()
+		o.tensor.Close()
 	case o.file != nil:
 		o.file.Close()
 	}
@@ -127,7 +127,7 @@ func dlarrow_dlpack(id C.int64_t, stream, maxVersion, dlDevice, copyArg C.uintpt
 			pycapsule.Raise(err)
 			return 0
 		}
-		defer t.Release()
+		defer t.Close()
 	}
 	return C.uintptr_t(pycapsule.DLPack(t, uintptr(stream), uintptr(maxVersion), uintptr(dlDevice), uintptr(copyArg)))
 }
@@ -141,7 +141,7 @@ func dlarrow_unit(id C.int64_t, buf *C.char, n C.int) {
 	if o := objectOf(id); o != nil && o.arr != nil {
 		if t, err := dlarrow.FromField(o.field, o.arr); err == nil {
 			unit = t.Unit()
-			t.Release()
+			t.Close()
 		}
 	}
 	out := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))

@@ -155,14 +155,14 @@ func dlonnx_run_adopt(id C.int64_t, caps *C.uintptr_t, n C.int, i C.int) C.uintp
 	if b := outs[i].Bytes(); len(b) > 0 {
 		onnxLastOutput = uintptr(unsafe.Pointer(&b[0]))
 	}
-	m, err := dlpack.Produce(outs[i], dlpack.DefaultRequest())
+	m, err := dlpack.Produce(outs[i], dlpack.Request{})
 	if err != nil {
 		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
 	if capsule == 0 {
-		m.Release()
+		m.Close()
 	}
 	return C.uintptr_t(capsule)
 }
@@ -207,7 +207,7 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 		onnxLastInputs = append(onnxLastInputs, onnxDataAddr(t))
 		onnxLastCopied = append(onnxLastCopied, t.Copied())
 	}
-	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim))...)
+	out, err := dlonnx.NewOutput(dt, unsafe.Slice((*int64)(unsafe.Pointer(shape)), int(ndim)))
 	if err != nil {
 		onnxFail(false, err)
 		return 0
@@ -230,14 +230,14 @@ func dlonnx_run(id C.int64_t, caps *C.uintptr_t, n C.int, dtype *C.char, shape *
 			onnxLastEqual = 1
 		}
 	}
-	m, err := dlpack.Produce(out, dlpack.DefaultRequest())
+	m, err := dlpack.Produce(out, dlpack.Request{})
 	if err != nil {
 		onnxFail(true, err)
 		return 0
 	}
 	capsule := pycapsule.New(m.Pointer(), m.Versioned != nil)
 	if capsule == 0 { // Python set the error; the tensor is still ours
-		m.Release()
+		m.Close()
 	}
 	return C.uintptr_t(capsule)
 }

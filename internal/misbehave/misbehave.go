@@ -47,13 +47,10 @@ func (TensorAndError) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 
 // DLPack implements dlpack.Producer, wrongly.
 func (p TensorAndError) DLPack(req dlpack.Request) (dlpack.Managed, error) {
-	req.MaxVersion = dlpack.CurrentVersion
-	if p.Legacy {
-		req.MaxVersion = dlpack.Version{}
-	}
+	req.MaxVersion, req.Legacy = dlpack.CurrentVersion, p.Legacy
 	// Without cgo Produce fails and m is the zero Managed: the error is
 	// still the producer's.
-	m, _ := dlpack.Produce(dlpack.NewArray([]float32{1, 2, 3}), req)
+	m, _ := dlpack.Produce(dlpack.NewArray([]float32{1, 2, 3}, nil), req)
 	return m, ErrProducer
 }
 

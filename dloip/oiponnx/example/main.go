@@ -86,7 +86,7 @@ func main() {
 	// The same input run in Go, for the check.
 	xs := dlpack.AlignedSlice[float32](len(x) / 4)
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&xs[0])), len(x)), x)
-	in, err := dlonnx.ToValue(dlpack.NewArray(xs, int64(len(xs)/8), 8))
+	in, err := dlonnx.ToValue(dlpack.NewArray(xs, []int64{int64(len(xs) / 8), 8}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func RoundTrip(ctx context.Context, x []float32, rows, cols int64) ([]float32, e
 	s := dlflight.NewServer(dlflight.Options{})
 	defer s.Shutdown()
 	go s.Serve(lis)
-	if err := s.Register("x", dlpack.NewArray(x, rows, cols)); err != nil {
+	if err := s.Register("x", dlpack.NewArray(x, []int64{rows, cols})); err != nil {
 		return nil, err
 	}
 	c, err := dlflight.Dial(lis.Addr().String(), dlflight.ClientOptions{})
@@ -44,7 +44,7 @@ func RoundTrip(ctx context.Context, x []float32, rows, cols int64) ([]float32, e
 	if err != nil {
 		return nil, err
 	}
-	defer t.Release()
+	defer t.Close()
 	f, err := dlpack.From(t)
 	if err != nil {
 		return nil, err

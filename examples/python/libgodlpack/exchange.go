@@ -57,16 +57,16 @@ func godlpack_publish(typ, fromID C.uintptr_t) C.int {
 	return 0
 }
 
-// godlpack_exchange_stats writes pycapsule.ReadExchangeStats to out[0:11]:
+// godlpack_exchange_stats writes pycapsule.ReadExchangeStats to out[0:12]:
 // from_py, to_py, dltensor, allocator, stream, failures, exports, live
 // exports, live lent tensors, imports through a table, imports through
-// __dlpack__.
+// __dlpack__, views through a table's DLTensor entry.
 //
 //export godlpack_exchange_stats
 func godlpack_exchange_stats(out *C.int64_t) {
 	s := pycapsule.ReadExchangeStats()
 	v := []int64{s.FromPyObject, s.ToPyObject, s.DLTensorFromPyObject, s.Allocator, s.CurrentWorkStream,
-		s.Failures, s.Exports, s.LiveExports, s.LiveLent, s.TableImports, s.ProtocolImports}
+		s.Failures, s.Exports, s.LiveExports, s.LiveLent, s.TableImports, s.ProtocolImports, s.TableViews}
 	copy(unsafe.Slice((*int64)(unsafe.Pointer(out)), len(v)), v)
 }
 
@@ -79,6 +79,23 @@ func godlpack_exchange_stats(out *C.int64_t) {
 func godlpack_take_many(obj C.uintptr_t, n C.int64_t) C.int {
 	for i := int64(0); i < int64(n); i++ {
 		if err := pycapsule.Borrow(uintptr(obj), func(dlpack.Foreign) error { return nil }); err != nil {
+			pycapsule.Raise(err)
+			return -1
+		}
+	}
+	return 0
+}
+
+// godlpack_view_many views obj's tensor in Go n times (pycapsule.BorrowTensor:
+// through the DLTensor entry of obj's type's exchange table if it has one,
+// else as godlpack_take_many), each view ended at once: the
+// exchange alone, for bench/exchange_compare.py. Returns 0, or -1 with an
+// exception set.
+//
+//export godlpack_view_many
+func godlpack_view_many(obj C.uintptr_t, n C.int64_t) C.int {
+	for i := int64(0); i < int64(n); i++ {
+		if err := pycapsule.BorrowTensor(uintptr(obj), func(dlpack.Foreign) error { return nil }); err != nil {
 			pycapsule.Raise(err)
 			return -1
 		}

@@ -50,7 +50,7 @@ func fromTable(api *dlpack.ExchangeAPI, obj uintptr) (dlpack.Managed, error) {
 	m := dlpack.Managed{Versioned: (*dlpack.ManagedTensorVersioned)(out)}
 	switch {
 	case rc != 0:
-		m.Release()
+		m.Close()
 		// The entry set a Python exception (pycapsule.Raise keeps it), or
 		// broke the rule and set none (then Raise sets a BufferError).
 		return dlpack.Managed{}, fmt.Errorf("%w: %w: managed_tensor_from_py_object_no_sync returned %d", pycapsule.ErrPython, dlpack.ErrExchangeAPI, rc)

@@ -81,7 +81,7 @@ func godlpack_arange(rows, cols C.int64_t, readOnly C.int) C.int64_t {
 	for i := range data {
 		data[i] = float64(i)
 	}
-	a := dlpack.NewArray(data, int64(rows), int64(cols))
+	a := dlpack.NewArray(data, []int64{int64(rows), int64(cols)})
 	a.ReadOnly = readOnly != 0
 	return arrayOf(a)
 }

@@ -1,0 +1,3 @@
+module example.com/firsthour
+
+go 1.25.0
