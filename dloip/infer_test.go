@@ -3,6 +3,7 @@ package dloip
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,9 @@ func TestNonCompactInput(t *testing.T) {
 	r := &rawTensor{dt: dlpack.Int32, shape: []int64{3, 2}, strides: []int64{1, 3}, released: new(atomic.Int32)}
 	r.data = unsafeBytes(xs)
 	resp, err := c.Infer(ctxT(t), &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: r}}})
+	if errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Skip("the compact copy is a dlpack.Buffer, which needs cgo")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

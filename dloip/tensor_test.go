@@ -27,6 +27,9 @@ func TestMisalignedTensor(t *testing.T) {
 		t.Fatalf("describe: %v", err)
 	}
 	m, err := x.DLPack(dlpack.Request{})
+	if errors.Is(err, dlpack.ErrCgoRequired) {
+		t.Skip("the aligned copy is a dlpack.Buffer, which needs cgo")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,6 +177,9 @@ func TestNPZHeaderBound(t *testing.T) {
 			t.Fatalf("method %d: OpenNPZ with the default bound: %v, want ErrFormat", method, err)
 		}
 		f, err := tensorfile.OpenNPZ(p, tensorfile.MaxNPYHeader(20_000))
+		if errors.Is(err, dlpack.ErrCgoRequired) {
+			continue // a deflated or misaligned member is copied into a Buffer
+		}
 		if err != nil {
 			t.Fatalf("method %d: OpenNPZ with MaxNPYHeader(20000): %v", method, err)
 		}

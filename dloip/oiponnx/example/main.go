@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command example serves an ONNX model over the Open Inference Protocol
 // and has the Python kserve client call it: a Go service (dloip.Server,
 // the model a dlonnx.Session served through oiponnx.New) on 127.0.0.1,
