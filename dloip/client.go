@@ -68,7 +68,7 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	}
 	window, connWindow, rbuf, wbuf := transportSizes(opts.MaxMessageBytes)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(connWindow),
+		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(connWindow),
 		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
 			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
