@@ -53,6 +53,7 @@ var publics = []public{
 	{pkg: "dlimage"},
 	{pkg: "pycapsule"},
 	{pkg: "cmd/dlpack-header", cmd: true},
+	{pkg: "cmd/dlpack-python", cmd: true},
 	{pkg: "dlgonum", libs: []string{"gonum.org/v1/gonum/mat"}},
 	{pkg: "dlarrow", libs: []string{"github.com/apache/arrow-go/v18/arrow/ipc"}},
 	{pkg: "dlflight", libs: []string{"github.com/apache/arrow-go/v18/arrow/flight", "google.golang.org/grpc"}},
