@@ -135,10 +135,10 @@ done
 # Opening a file of 10,000 tensors and listing their names, beside
 # safetensors' safe_open + keys() on the same file, in interleaved rounds
 # (one run of each per round), medians.
-go test -c -o .build/tensorfile.test ./tensorfile >&2
+go test -c -o .build/tensorfile.test ./tensorfile >&2 # run in its package folder, as go test runs it (testdata)
 tfnames=""
 for _ in $(seq "$COUNT"); do
-	tfnames+="go $(TENSORFILE_BENCH_DIR=$tfdir .build/tensorfile.test -test.run '^$' -test.bench '^BenchmarkOpenNames$' | awk '/^Benchmark/ { print $3 }')"$'\n'
+	tfnames+="go $(cd tensorfile && TENSORFILE_BENCH_DIR=$tfdir ../.build/tensorfile.test -test.run '^$' -test.bench '^BenchmarkOpenNames$' | awk '/^Benchmark/ { print $3 }')"$'\n'
 	tfnames+="py $(.venv-bench/bin/python bench/tensorfiles.py names "$tfdir")"$'\n'
 done
 tfnamesmedian() {
