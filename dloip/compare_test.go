@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -97,6 +99,13 @@ func TestCompare(t *testing.T) {
 	goClient("Go client → Go server", c, "echo_FP32", "x_FP32", false)
 	goClient("Go client → Go server, shared memory", c, "echo_FP32", "x_FP32", true)
 
+	// The loopback floor: the same bytes there and back over one TCP
+	// connection on 127.0.0.1, with no protocol at all (the kernel's
+	// copies and TCP alone), which no gRPC call can beat.
+	for _, size := range sizes {
+		add("TCP echo on 127.0.0.1, no protocol (the floor)", size, tcpEcho(t, size, reps[size]))
+	}
+
 	// memcpy of the same bytes (both ways, as each call moves the tensor
 	// there and back).
 	for _, size := range sizes {
@@ -139,12 +148,75 @@ func TestCompare(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\nGo → Go against the best Python → Python pair: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 10×).\n",
 		ratio("Go client → Go server", best(1<<20), 1<<20), ratio("Go client → Go server", best(64<<20), 64<<20))
+	fmt.Fprintf(&b, "Go → Go against the TCP floor: %.1f× the floor's time at 1 MiB, %.1f× at 64 MiB; 10× the best Python pair would be %.1f× the floor at 1 MiB.\n",
+		ratio("TCP echo on 127.0.0.1, no protocol (the floor)", "Go client → Go server", 1<<20), ratio("TCP echo on 127.0.0.1, no protocol (the floor)", "Go client → Go server", 64<<20),
+		ratio("TCP echo on 127.0.0.1, no protocol (the floor)", best(1<<20), 1<<20)/10)
 	fmt.Fprintf(&b, "tritonclient against the Go server and against kserve's: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 2×).\n",
 		ratio("tritonclient → Go server", "tritonclient → kserve server", 1<<20), ratio("tritonclient → Go server", "tritonclient → kserve server", 64<<20))
 	fmt.Fprintf(&b, "Go → Go over shared memory against memcpy at 64 MiB: %.1f× the time (goal ≤ 2×).\n",
 		float64(rows["Go client → Go server, shared memory"][64<<20])/float64(rows["memcpy (there and back)"][64<<20]))
 	t.Log(b.String())
 	fmt.Println(b.String())
+}
+
+// tcpEcho is the median time to send size bytes to an echo goroutine
+// over a loopback TCP connection and read them back, the same buffer
+// sizes each way as a call moves.
+func tcpEcho(t *testing.T, size, reps int) time.Duration {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				done <- nil // the client hung up
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := make([]byte, size), make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	var times []time.Duration
+	for range reps + 2 {
+		t0 := time.Now()
+		sent := make(chan error, 1)
+		go func() { _, err := c.Write(src); sent <- err }()
+		if _, err := io.ReadFull(c, dst); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, time.Since(t0))
+	}
+	if !bytes.Equal(src, dst) {
+		t.Fatal("the TCP echo changed the bytes")
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return median(times[2:])
 }
 
 func median(ds []time.Duration) time.Duration {
