@@ -49,9 +49,9 @@
 //     Python's zipfile reads; the LZMA decoder is this package's own,
 //     neither the standard library nor golang.org/x having one) are read
 //     into a dlpack.Buffer each. Tensor.Mapped tells which. Every member
-//     read is checked against its CRC-32 (ErrChecksum); mapped members are
-//     not read, so not checked, unless OpenNPZ is given CheckCRC, which
-//     reads them once at open; Tensor.CRCChecked tells.
+//     is checked against its CRC-32 as the archive opens (ErrChecksum),
+//     the mapped ones by reading them once, unless OpenNPZ is given
+//     SkipMappedCRC; Tensor.CRCChecked tells.
 //     OpenNPZ maps read-only (a write would leave the member's CRC stale).
 //   - safetensors: tensors ordered by offset, each a view at 8 + N +
 //     begin; a tensor misaligned there for its element type (a header

@@ -14,8 +14,8 @@ import (
 
 // Option changes how a file is opened.
 type Option struct {
-	writable, checkCRC bool
-	maxNPYHeader       int64 // 0: DefaultMaxNPYHeader
+	writable, skipMappedCRC bool
+	maxNPYHeader            int64 // 0: DefaultMaxNPYHeader
 }
 
 // DefaultMaxNPYHeader is the longest .npy header read unless

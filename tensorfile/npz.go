@@ -29,11 +29,15 @@ const (
 	maxLZMARatio    = 8000
 )
 
-// CheckCRC makes OpenNPZ also check the CRC-32 of the stored members it
-// maps, reading each once through the file descriptor at open (copied
-// members are always checked). Opening then costs a read of the archive.
-// OpenNPY and OpenSafetensors ignore it: their formats have no checksums.
-func CheckCRC() Option { return Option{checkCRC: true} }
+// SkipMappedCRC makes OpenNPZ map its aligned stored members without
+// reading them, so without checking their CRC-32 (Tensor.CRCChecked is
+// then false for them): opening then reads no tensor data at all, however
+// large the archive. Use it to list an archive, or for archives whose
+// bytes are checked another way; a flipped byte in a member it skips is
+// handed to consumers as it is. Copied members (misaligned, big-endian,
+// compressed) are read anyway, so always checked. OpenNPY and
+// OpenSafetensors ignore it: their formats have no checksums.
+func SkipMappedCRC() Option { return Option{skipMappedCRC: true} }
 
 // OpenNPZ maps the .npz archive at path (read-only) and returns its .npy
 // members as tensors named as np.load names them (the member name without
@@ -47,30 +51,33 @@ func CheckCRC() Option { return Option{checkCRC: true} }
 // Which members are views of the mapping and which are copies (see
 // Tensor.Mapped):
 //   - stored (np.savez) members whose data offset inside the archive suits
-//     the element's alignment are mapped: no copy, and their CRC-32 is not
-//     checked unless the CheckCRC option is given (checking reads the
-//     data, which opening otherwise never does);
+//     the element's alignment are mapped: no copy. Their CRC-32 is checked
+//     as the archive opens, by reading each once through the file
+//     descriptor (so opening costs one read of the archive, as np.load
+//     does), unless the SkipMappedCRC option is given;
 //   - stored members that are misaligned (np.savez does not align) or
 //     big-endian (copied to native order), and deflated
 //     (np.savez_compressed), bzip2 and LZMA members (zipfile.ZIP_BZIP2,
 //     zipfile.ZIP_LZMA) are read, decompressed and CRC-checked into a
 //     dlpack.Buffer per member.
 //
-// Tensor.CRCChecked tells whether a member's CRC-32 was checked. A
-// member whose bytes fail it fails the open with ErrChecksum.
+// Every member's CRC-32 is checked unless SkipMappedCRC says otherwise
+// (Tensor.CRCChecked tells). A member whose bytes fail it fails the open
+// with ErrChecksum naming the member and both CRC-32s, as np.load fails
+// with BadZipFile.
 //
-// The only option accepted is CheckCRC: the archive is mapped read-only
+// The options accepted are SkipMappedCRC and MaxNPYHeader: the archive is mapped read-only
 // (a write would leave the member's CRC stale), and every tensor is
 // read-only. The archive's mapping and the copies live until Close and
 // every export's release, as for any File. Copies need cgo: without it an
 // archive with a member to copy fails with dlpack.ErrCgoRequired.
 func OpenNPZ(path string, opts ...Option) (*File, error) {
-	checkCRC := false
+	checkCRC := true
 	for _, o := range opts {
 		if o.writable {
 			return nil, errors.New("tensorfile: OpenNPZ maps read-only; ReadWrite is not an option for it")
 		}
-		checkCRC = checkCRC || o.checkCRC
+		checkCRC = checkCRC && !o.skipMappedCRC
 	}
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
@@ -86,9 +93,9 @@ func OpenNPZ(path string, opts ...Option) (*File, error) {
 
 // CRCChecked reports whether the bytes of the tensor's .npz member were
 // checked against the CRC-32 of its archive when the file was opened:
-// true for copied members, and for mapped ones opened with CheckCRC;
-// false for other mapped members, and for .npy and safetensors tensors
-// (formats without checksums).
+// true for every member unless OpenNPZ was given SkipMappedCRC, which
+// leaves the mapped ones unchecked; false for .npy and safetensors
+// tensors (formats without checksums).
 func (t *Tensor) CRCChecked() bool { return t.crcOK }
 
 func (f *File) loadNPZ(fd io.ReaderAt, size int64, checkCRC bool) error {

@@ -116,7 +116,7 @@ func peerRead(t *testing.T, paths []string) map[string]peerOutcome {
 }
 
 // libRead reads every tensor of the file at path with package tensorfile
-// (.npz members' CRC-32 checked, CheckCRC) or dlarrow (named as the
+// (.npz members' CRC-32 checked, its default) or dlarrow (named as the
 // command names Arrow columns; columns of a type with no tensor form,
 // dlarrow.ErrType, are left out, as the peer script leaves out columns
 // that are not numbers; any other error of a column is the file's), each
@@ -154,7 +154,7 @@ func libRead(path string, f format) (pf peerFile, err error) {
 		case formatNPY:
 			tf, err = tensorfile.OpenNPY(path)
 		case formatNPZ:
-			tf, err = tensorfile.OpenNPZ(path, tensorfile.CheckCRC())
+			tf, err = tensorfile.OpenNPZ(path)
 		case formatSafetensors:
 			tf, err = tensorfile.OpenSafetensors(path)
 		}
@@ -407,7 +407,7 @@ ZIP_LZMA, safetensors.numpy.save_file, pyarrow's IPC writer and
 feather.write_feather), the hostile ones by editing the bytes a peer
 wrote. Each file is read by its format's reference reader (np.load with
 every member read, safetensors.deserialize and safe_open,
-pyarrow.ipc.open_file) and by package ` + "`tensorfile`" + ` (.npz with ` + "`CheckCRC`" + `) or
+pyarrow.ipc.open_file) and by package ` + "`tensorfile`" + ` (.npz members CRC-checked, its default) or
 ` + "`dlarrow`" + `: read equal bit for bit, or refused with the sentinel shown (test
 it with ` + "`errors.Is`" + `), where the peer refuses the file too or, for the
 reason given, where it reads it. The command agrees: ` + "`inspect --verify`" + ` and ` + "`convert`" + `

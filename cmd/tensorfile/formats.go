@@ -134,7 +134,9 @@ type input struct {
 
 // open maps the file at path through the library of its format; with
 // verify, every .npz member is read and checked against its CRC-32 as
-// the file opens (tensorfile.CheckCRC), mapped ones included.
+// the file opens, mapped ones included (the library's default); without,
+// mapped members are not read (tensorfile.SkipMappedCRC, for a plain
+// inspect).
 func open(path string, f format, verify bool) (*input, error) {
 	if err := regular(path); err != nil {
 		return nil, err
@@ -151,9 +153,9 @@ func open(path string, f format, verify bool) (*input, error) {
 			tf, err = tensorfile.OpenNPY(path)
 		case formatNPZ:
 			if verify {
-				tf, err = tensorfile.OpenNPZ(path, tensorfile.CheckCRC())
-			} else {
 				tf, err = tensorfile.OpenNPZ(path)
+			} else {
+				tf, err = tensorfile.OpenNPZ(path, tensorfile.SkipMappedCRC())
 			}
 		default:
 			tf, err = tensorfile.OpenSafetensors(path)

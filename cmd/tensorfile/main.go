@@ -80,8 +80,10 @@
 // are refused with dlarrow's error.
 //
 // convert checks an .npz input against the CRC-32 of every member, mapped
-// ones too (tensorfile.CheckCRC), as np.load checks it, and so does
-// inspect --verify: a member whose bytes fail it fails the command.
+// ones too (as tensorfile.OpenNPZ does by default and np.load does), and
+// so does inspect --verify: a member whose bytes fail it fails the
+// command. A plain inspect skips the mapped members
+// (tensorfile.SkipMappedCRC) and shows them unchecked.
 //
 // Errors are the libraries' own messages, naming the field and value
 // (docs/rejects-files.md lists them). The exit status is 0 on success, 1
