@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -59,6 +60,16 @@ type ClientOptions struct {
 	// stores once every range has arrived. Zero: one stream, which any
 	// Flight server takes (the ranges are a dlflight protocol).
 	PutRangeBytes int64
+	// TrustLocation decides which other servers Get may fetch rows from
+	// when a FlightInfo names them. Get dials a location it follows with
+	// these options, Token included, so this is what keeps the token from
+	// going wherever a server's answer points. It is called with the
+	// location's "host:port" and whether it speaks TLS; a location it
+	// refuses is not dialled, and counts as a failed replica, with an
+	// error wrapping ErrLocation. When nil, only locations on the host
+	// this client was dialled with (the same name or address, compared
+	// as written, any port) are followed.
+	TrustLocation func(addr string, tls bool) bool
 }
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
@@ -67,6 +78,9 @@ type ClientOptions struct {
 // goroutines at once.
 type Client struct {
 	opts ClientOptions
+	// host is the host of the address Dial was given, the one whose
+	// locations Get follows unless TrustLocation says otherwise.
+	host string
 	conn *grpc.ClientConn
 	fc   flight.FlightServiceClient
 	// closed is set by the first Close.
@@ -106,7 +120,11 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlflight: dial %s: %w", addr, err)
 	}
-	return &Client{opts: opts, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	return &Client{opts: opts, host: host, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
 }
 
 // Close closes the connection. Calling it again does nothing and
@@ -231,9 +249,11 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 //     location fails the Get with an error naming it, its rows and its
 //     locations; nothing is kept.
 //
-// The client's token goes to every location a FlightInfo names, and TLS
-// verifies each against the same roots: ask for tensors only of servers
-// trusted to name the places the token may go.
+// Get dials a location with the client's options, token included, and
+// TLS verifies each against the same roots; so by default it follows
+// only locations on the host it was dialled with, and
+// ClientOptions.TrustLocation names the other places the token may go.
+// A location not trusted is never dialled (ErrLocation).
 //
 // Close the Tensor when done.
 func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {

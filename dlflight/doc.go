@@ -52,7 +52,9 @@
 // gRPC's frames puts the values in their final place. Server.RegisterRemote
 // describes a tensor whose ranges other servers hold (RemoteRange: rows,
 // locations, ticket); Get dials each location with the client's options
-// and tries an endpoint's locations, its replicas, in order. With
+// (token included: only on the host it was dialled with unless
+// ClientOptions.TrustLocation trusts others) and tries an endpoint's
+// locations, its replicas, in order. With
 // ClientOptions.PutRangeBytes, Put sends a large tensor as ranges of rows
 // on parallel DoPuts (a FlightDescriptor command of this package) that a
 // Server receives straight into one buffer and stores once every range

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -301,6 +302,9 @@ func (c *Client) peerFor(uri string) (*Client, error) {
 	if !tls && c.opts.TLS != nil {
 		return nil, fmt.Errorf("location %q: a plaintext location, and the client speaks TLS", uri)
 	}
+	if err := c.trust(addr, tls); err != nil {
+		return nil, fmt.Errorf("location %q: %w", uri, err)
+	}
 	c.peersMu.Lock()
 	defer c.peersMu.Unlock()
 	if c.closed.Load() {
@@ -318,6 +322,26 @@ func (c *Client) peerFor(uri string) (*Client, error) {
 	}
 	c.peers[addr] = p
 	return p, nil
+}
+
+// trust is nil when Get may dial addr with the client's options (its
+// token included): ClientOptions.TrustLocation says so, or, without one,
+// addr is on the host the client was dialled with.
+func (c *Client) trust(addr string, tls bool) error {
+	if c.opts.TrustLocation != nil {
+		if c.opts.TrustLocation(addr, tls) {
+			return nil
+		}
+		return fmt.Errorf("%w: ClientOptions.TrustLocation refused %s", ErrLocation, addr)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, c.host) {
+		return nil
+	}
+	return fmt.Errorf("%w: host %q is not the host the client was dialled with (%q); ClientOptions.TrustLocation names the others Get may send the client's token to", ErrLocation, host, c.host)
 }
 
 // endpoint is one endpoint of a Get: its rows and where to fetch them.

@@ -25,6 +25,10 @@ var (
 	// MaxTensors, MaxPutBytes, ClientOptions.MaxGetBytes). A server
 	// answers codes.ResourceExhausted.
 	ErrLimit = errors.New("dlflight: limit exceeded")
+	// ErrLocation: a FlightInfo named a location on another host that
+	// ClientOptions.TrustLocation does not trust (by default, any host
+	// but the one the client was dialled with); Get did not dial it.
+	ErrLocation = errors.New("dlflight: location not trusted")
 )
 
 // ErrTruncated: a tensor in a file mapping (a tensorfile tensor) whose

@@ -1,8 +1,11 @@
 package dlflight
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -278,4 +281,79 @@ func TestLocationsTLSAndToken(t *testing.T) {
 	if _, err := c.Get(ctxT(t), "y"); err == nil || !strings.Contains(err.Error(), "plaintext location") {
 		t.Fatalf("a plaintext location for a TLS client: %v", err)
 	}
+}
+
+// Get sends the client's token only where it trusts: by default to
+// locations on the host the client was dialled with; a location on any
+// other host (here the same server under another name for 127.0.0.1) is
+// never dialled, and its endpoint fails with ErrLocation naming both
+// hosts, unless ClientOptions.TrustLocation trusts it. A trusted replica
+// after an untrusted one serves the rows.
+func TestLocationsTrusted(t *testing.T) {
+	var calls atomic.Int64
+	b, addrB := serve(t, Options{Authenticate: func(_ context.Context, req AuthRequest) (string, error) {
+		calls.Add(1)
+		if req.Token != "tok" {
+			return "", status.Error(codes.Unauthenticated, "bad token")
+		}
+		return "reader", nil
+	}})
+	src := newRaw(t, dlpack.Int32, 20, 3)
+	if err := b.Register("hi", src); err != nil {
+		t.Fatal(err)
+	}
+	_, portB, _ := net.SplitHostPort(addrB)
+	other := "grpc+tcp://" + net.JoinHostPort("::ffff:127.0.0.1", portB) // 127.0.0.1, written otherwise
+	a, addrA := serve(t, Options{})
+	if err := a.RegisterRemote("x", dlpack.Int32, []int64{20, 3}, []RemoteRange{{0, 20, []string{other}, []byte("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	c := dial(t, addrA, ClientOptions{Token: "tok", Allocator: alloc})
+	_, err := c.Get(ctxT(t), "x")
+	if !errors.Is(err, ErrLocation) || !strings.Contains(err.Error(), `"::ffff:127.0.0.1"`) || !strings.Contains(err.Error(), `"127.0.0.1"`) {
+		t.Fatalf("an untrusted location: %v, want ErrLocation naming both hosts", err)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the untrusted location was called %d times", n)
+	}
+	alloc.AssertSize(t, 0)
+
+	// TrustLocation trusts it: asked with the location's address, it
+	// gets the rows, and the token with them.
+	var asked []string
+	trusting := dial(t, addrA, ClientOptions{Token: "tok", Allocator: alloc, TrustLocation: func(addr string, tls bool) bool {
+		asked = append(asked, fmt.Sprint(addr, " ", tls))
+		return true
+	}})
+	got, err := trusting.Get(ctxT(t), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTensor(t, got, src)
+	got.Close()
+	if want := net.JoinHostPort("::ffff:127.0.0.1", portB) + " false"; len(asked) != 1 || asked[0] != want || calls.Load() == 0 {
+		t.Fatalf("TrustLocation asked %q, %d calls to the location; want [%q] and calls", asked, calls.Load(), want)
+	}
+	// A TrustLocation that refuses is final, even for the dialled host.
+	refusing := dial(t, addrA, ClientOptions{Token: "tok", TrustLocation: func(string, bool) bool { return false }})
+	if err := a.RegisterRemote("y", dlpack.Int32, []int64{20, 3}, []RemoteRange{{0, 20, []string{"grpc+tcp://" + addrB}, []byte("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refusing.Get(ctxT(t), "y"); !errors.Is(err, ErrLocation) || !strings.Contains(err.Error(), "TrustLocation refused") {
+		t.Fatalf("a refused location: %v, want ErrLocation", err)
+	}
+
+	// An untrusted replica first, the same server on the dialled host
+	// second: the second serves the rows.
+	if err := a.RegisterRemote("z", dlpack.Int32, []int64{20, 3}, []RemoteRange{{0, 20, []string{other, "grpc+tcp://" + addrB}, []byte("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.Get(ctxT(t), "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameTensor(t, got, src)
+	got.Close()
+	alloc.AssertSize(t, 0)
 }
