@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,13 +23,16 @@ import (
 // 4 KiB, 1 MiB and 64 MiB, the median of single calls on a warm
 // connection, for each pair of client and server, beside memcpy of the
 // same bytes. Printed as a Markdown table; plain go test skips it.
+// floorRow is TestCompare's row of a TCP echo with no protocol.
+const floorRow = "TCP echo on 127.0.0.1, no protocol (the floor)"
+
 func TestCompare(t *testing.T) {
 	if os.Getenv("DLOIP_COMPARE") == "" {
 		t.Skip("DLOIP_COMPARE is not set (make compare sets it)")
 	}
 	py := peerPython(t)
 	sizes := []int{4 << 10, 1 << 20, 64 << 20}
-	reps := map[int]int{4 << 10: 200, 1 << 20: 30, 64 << 20: 5}
+	reps := map[int]int{4 << 10: 200, 1 << 20: 200, 64 << 20: 10}
 	plan := func() []string {
 		var p []string
 		for _, s := range sizes {
@@ -45,8 +49,8 @@ func TestCompare(t *testing.T) {
 		}
 		rows[row][size] = d
 	}
-	python := func(row, peer, addr, model, input string) {
-		out, err := exec.Command(py, append([]string{"testdata/bench_clients.py", peer, addr, model, input}, plan()...)...).CombinedOutput()
+	python := func(row, peer, addr, model, input string, plan ...string) {
+		out, err := exec.Command(py, append([]string{"testdata/bench_clients.py", peer, addr, model, input}, plan...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", row, err, out)
 		}
@@ -88,13 +92,44 @@ func TestCompare(t *testing.T) {
 	kaddr := startKserve(t, py, 512<<20)
 	kc := dial(t, kaddr, ClientOptions{MaxMessageBytes: 512 << 20})
 	goClient("Go client → kserve server", kc, "echo", "x", false)
-	python("kserve client → kserve server", "kserve", kaddr, "echo", "x")
-	python("tritonclient → kserve server", "triton", kaddr, "echo", "x")
+	python("kserve client → kserve server", "kserve", kaddr, "echo", "x", plan()...)
+	python("tritonclient → kserve server", "triton", kaddr, "echo", "x", plan()...)
 
 	// Our server.
 	_, addr := serve(t, Options{MaxMessageBytes: 512 << 20}, echoModel("echo_FP32", TensorMetadata{Name: "x_FP32", Datatype: "FP32"}))
-	python("kserve client → Go server", "kserve", addr, "echo_FP32", "x_FP32")
-	python("tritonclient → Go server", "triton", addr, "echo_FP32", "x_FP32")
+	python("kserve client → Go server", "kserve", addr, "echo_FP32", "x_FP32", plan()...)
+	// One size at a time, counting this process's CPU time (user and
+	// system) meanwhile: the Go server is all this process does while
+	// tritonclient calls it, so that is the server's whole share of each
+	// call, an upper bound on what any change to the server could save.
+	serverUser, serverSys := map[int]time.Duration{}, map[int]time.Duration{}
+	for _, size := range sizes {
+		u0, s0 := processCPU(t)
+		python("tritonclient → Go server", "triton", addr, "echo_FP32", "x_FP32", fmt.Sprintf("%d:%d", size, reps[size]))
+		u1, s1 := processCPU(t)
+		calls := time.Duration(reps[size] + 2)
+		serverUser[size], serverSys[size] = (u1-u0)/calls, (s1-s0)/calls
+	}
+	// tritonclient's own work for one call, with no network: copying the
+	// array in, building the request, serializing it, parsing a response
+	// and as_numpy.
+	clientParts := map[int][]time.Duration{}
+	out, err := exec.Command(py, append([]string{"testdata/bench_clients.py", "triton-parts", addr, "echo_FP32", "x_FP32"}, plan()...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tritonclient's own work: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 7 {
+			t.Fatalf("tritonclient's own work: %q", line)
+		}
+		size, _ := strconv.Atoi(f[0])
+		for _, x := range f[1:] {
+			sec, _ := strconv.ParseFloat(x, 64)
+			clientParts[size] = append(clientParts[size], time.Duration(sec*float64(time.Second)))
+		}
+	}
+
 	c := dial(t, addr, ClientOptions{MaxMessageBytes: 512 << 20})
 	goClient("Go client → Go server", c, "echo_FP32", "x_FP32", false)
 	goClient("Go client → Go server, shared memory", c, "echo_FP32", "x_FP32", true)
@@ -103,7 +138,7 @@ func TestCompare(t *testing.T) {
 	// connection on 127.0.0.1, with no protocol at all (the kernel's
 	// copies and TCP alone), which no gRPC call can beat.
 	for _, size := range sizes {
-		add("TCP echo on 127.0.0.1, no protocol (the floor)", size, tcpEcho(t, size, reps[size]))
+		add(floorRow, size, tcpEcho(t, size, reps[size]))
 	}
 
 	// memcpy of the same bytes (both ways, as each call moves the tensor
@@ -149,10 +184,29 @@ func TestCompare(t *testing.T) {
 	fmt.Fprintf(&b, "\nGo → Go against the best Python → Python pair: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 10×).\n",
 		ratio("Go client → Go server", best(1<<20), 1<<20), ratio("Go client → Go server", best(64<<20), 64<<20))
 	fmt.Fprintf(&b, "Go → Go against the TCP floor: %.1f× the floor's time at 1 MiB, %.1f× at 64 MiB; 10× the best Python pair would be %.1f× the floor at 1 MiB.\n",
-		ratio("TCP echo on 127.0.0.1, no protocol (the floor)", "Go client → Go server", 1<<20), ratio("TCP echo on 127.0.0.1, no protocol (the floor)", "Go client → Go server", 64<<20),
-		ratio("TCP echo on 127.0.0.1, no protocol (the floor)", best(1<<20), 1<<20)/10)
+		ratio(floorRow, "Go client → Go server", 1<<20), ratio(floorRow, "Go client → Go server", 64<<20),
+		ratio(floorRow, best(1<<20), 1<<20)/10)
 	fmt.Fprintf(&b, "tritonclient against the Go server and against kserve's: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 2×).\n",
 		ratio("tritonclient → Go server", "tritonclient → kserve server", 1<<20), ratio("tritonclient → Go server", "tritonclient → kserve server", 64<<20))
+	// were the server's user time, or all its time, nothing
+	bound := func(s int, saved time.Duration) float64 {
+		return float64(rows["tritonclient → kserve server"][s]) / float64(rows["tritonclient → Go server"][s]-saved)
+	}
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	fmt.Fprintf(&b, "The Go server's own CPU time per tritonclient call: %v in user space and %v in the kernel at 1 MiB, %v and %v at 64 MiB.\n",
+		us(serverUser[1<<20]), us(serverSys[1<<20]), us(serverUser[64<<20]), us(serverSys[64<<20]))
+	fmt.Fprintf(&b, "Were its user-space time nothing (a server whose only cost is the kernel's socket work), tritonclient would be at most %.1f× as fast against it at 1 MiB and %.1f× at 64 MiB; were all its time nothing, %.1f× and %.1f×.\n",
+		bound(1<<20, serverUser[1<<20]), bound(64<<20, serverUser[64<<20]),
+		bound(1<<20, serverUser[1<<20]+serverSys[1<<20]), bound(64<<20, serverUser[64<<20]+serverSys[64<<20]))
+	for _, s := range []int{1 << 20, 64 << 20} {
+		p := clientParts[s]
+		fmt.Fprintf(&b, "tritonclient's own work per call at %d MiB, with no network: %v (copying the array in %v, building the request %v, serializing it %v, parsing the response %v, as_numpy %v).\n",
+			s>>20, us(p[0]), us(p[1]), us(p[2]), us(p[3]), us(p[4]), us(p[5]))
+	}
+	fmt.Fprintf(&b, "tritonclient's own work plus the TCP floor, what any server over TCP leaves it: %v at 1 MiB, %v at 64 MiB; against kserve's server that is at most %.1f× and %.1f× (goal ≥ 2×).\n",
+		us(clientParts[1<<20][0]+rows[floorRow][1<<20]), us(clientParts[64<<20][0]+rows[floorRow][64<<20]),
+		float64(rows["tritonclient → kserve server"][1<<20])/float64(clientParts[1<<20][0]+rows[floorRow][1<<20]),
+		float64(rows["tritonclient → kserve server"][64<<20])/float64(clientParts[64<<20][0]+rows[floorRow][64<<20]))
 	fmt.Fprintf(&b, "Go → Go over shared memory against memcpy at 64 MiB: %.1f× the time (goal ≤ 2×).\n",
 		float64(rows["Go client → Go server, shared memory"][64<<20])/float64(rows["memcpy (there and back)"][64<<20]))
 	t.Log(b.String())
@@ -241,4 +295,14 @@ func shmRequest(t *testing.T, c *Client, model, input string, size int) *InferRe
 	}
 	return &InferRequest{Model: model, Inputs: []Input{{Name: input, Tensor: inT, Region: in}},
 		Outputs: []RequestedOutput{{Name: input, Region: out, Memory: outData}}}
+}
+
+// processCPU is the CPU time this process has used, in user space and in
+// the kernel.
+func processCPU(t *testing.T) (user, sys time.Duration) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
 }
