@@ -209,3 +209,56 @@ func BenchmarkWriteNPY(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenNPZ opens an archive of four 64 MiB float32 members written
+// aligned (all mapped): checked at open (the default: every member read
+// once), with LazyMappedCRC (nothing read), and with LazyMappedCRC
+// taking one member (that member read once, on its export).
+func BenchmarkOpenNPZ(b *testing.B) {
+	const per = 16 << 20 // float32 elements: 64 MiB per member
+	var named []tensorfile.Named
+	for i := range 4 {
+		x := make([]float32, per)
+		for j := range x {
+			x[j] = float32(i*per + j)
+		}
+		named = append(named, tensorfile.Named{Name: fmt.Sprint("m", i), Tensor: dlpack.NewArray(x, nil)})
+	}
+	p := filepath.Join(b.TempDir(), "big.npz")
+	w, err := os.Create(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tensorfile.WriteNPZ(w, named, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		opts []tensorfile.Option
+		use  bool
+	}{
+		{"checked", nil, false},
+		{"lazy", []tensorfile.Option{tensorfile.LazyMappedCRC()}, false},
+		{"lazy-one-member", []tensorfile.Option{tensorfile.LazyMappedCRC()}, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				f, err := tensorfile.OpenNPZ(p, c.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if c.use {
+					x, err := dlpack.From(f.Tensors()[0])
+					if err != nil {
+						b.Fatal(err)
+					}
+					x.Close()
+				}
+				f.Close()
+			}
+		})
+	}
+}

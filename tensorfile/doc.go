@@ -17,7 +17,9 @@
 // Opening maps the whole file (read-only, or read-write with ReadWrite)
 // and parses its header through the file descriptor, never through the
 // mapping, so no data page is touched: opening costs the same for 1 KiB
-// as for 1 GiB. (On Linux on amd64 and arm64, mappings of 64 MiB or more
+// as for 1 GiB. (An .npz archive's default open is the exception: it
+// reads each mapped member once, through the mapping, for its CRC-32;
+// LazyMappedCRC defers that to each member's first use.) (On Linux on amd64 and arm64, mappings of 64 MiB or more
 // are placed, by address hints, in 1 GiB-aligned slots of an unused part
 // of the address space, where the kernel maps and unmaps them without
 // walking page tables shared with other mappings.) Each tensor of the File is a *Tensor, a dlpack.Source and
@@ -51,7 +53,10 @@
 //     into a dlpack.Buffer each. Tensor.Mapped tells which. Every member
 //     is checked against its CRC-32 as the archive opens (ErrChecksum),
 //     the mapped ones by reading them once, unless OpenNPZ is given
-//     SkipMappedCRC; Tensor.CRCChecked tells.
+//     LazyMappedCRC (each mapped member checked on its first use instead,
+//     as np.load checks a member when it is read: a cheap open, and a
+//     failing member fails every use of it) or SkipMappedCRC (never
+//     checked); Tensor.CRCChecked tells.
 //     OpenNPZ maps read-only (a write would leave the member's CRC stale).
 //   - safetensors: tensors ordered by offset, each a view at 8 + N +
 //     begin; a tensor misaligned there for its element type (a header
@@ -79,10 +84,11 @@
 // mapped, the pages past its new end are gone, and a read of them raises
 // SIGBUS, which kills a Go program ("fatal error: fault"). What this
 // package reads itself cannot do that: the writers streaming a mapped
-// tensor and Tensor.CopyTo read the mapping with the fault turned into an
-// error wrapping ErrTruncated (runtime/debug.SetPanicOnFault, scoped to
-// the copy); ReadNPY and the copied members of OpenNPZ (with their CRC
-// checks) read through the file descriptor, where a truncation is a short
+// tensor, Tensor.CopyTo and the CRC-32 checks of mapped .npz members
+// read the mapping with the fault turned into an error wrapping
+// ErrTruncated (runtime/debug.SetPanicOnFault, scoped to the read);
+// ReadNPY and the copied members of OpenNPZ (with their CRC checks) read
+// through the file descriptor, where a truncation is a short
 // read, ErrTruncated too. Reads in your own code of a view of the mapping
 // (dlpack.ReadOnlySlice of dlpack.From(t), a consumer in C or Python) are
 // plain memory reads and still fault: copy with Tensor.CopyTo where a

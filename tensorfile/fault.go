@@ -16,7 +16,8 @@ import (
 // when read (SIGBUS): if another process truncates a mapped file, a plain
 // read of the lost part kills a Go program ("fatal error: fault"). Every
 // read of mapped memory this package does itself (the writers streaming a
-// mapped tensor, Tensor.CopyTo) runs with the fault turned into a panic
+// mapped tensor, Tensor.CopyTo, the CRC-32 check of a mapped .npz member)
+// runs with the fault turned into a panic
 // (runtime/debug.SetPanicOnFault) that is recovered into an error wrapping
 // ErrTruncated; a fault at any other address panics on. Reads of a file
 // through its descriptor (ReadNPY, the copied members of OpenNPZ and their
@@ -92,6 +93,9 @@ func (t *Tensor) CopyTo(dst []byte) (int, error) {
 	defer f.mu.RUnlock()
 	if f.closed {
 		return 0, fieldErr(dlpack.ErrClosed, "tensor", t.name, "its file is closed")
+	}
+	if err := t.checkCRC(); err != nil {
+		return 0, err
 	}
 	n := int(min(int64(len(dst)), t.nbytes))
 	if n == 0 {

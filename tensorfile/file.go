@@ -14,8 +14,8 @@ import (
 
 // Option changes how a file is opened.
 type Option struct {
-	writable, skipMappedCRC bool
-	maxNPYHeader            int64 // 0: DefaultMaxNPYHeader
+	writable, skipMappedCRC, lazyMappedCRC bool
+	maxNPYHeader                           int64 // 0: DefaultMaxNPYHeader
 }
 
 // DefaultMaxNPYHeader is the longest .npy header read unless
@@ -292,7 +292,8 @@ type Tensor struct {
 	data     unsafe.Pointer        // the first byte in the mapping; nil when empty or copied
 	buf      *dlpack.Buffer[uint8] // the copy, when not mapped
 	readOnly bool
-	crcOK    bool // an .npz member whose CRC-32 was checked
+	crcOK    atomic.Bool // an .npz member whose CRC-32 was checked
+	lazy     *lazyCRC    // a mapped .npz member to check on first use (LazyMappedCRC)
 }
 
 // Name returns the tensor's name: the safetensors key, the .npz member

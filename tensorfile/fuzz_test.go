@@ -238,12 +238,27 @@ func FuzzNPZ(f *testing.F) {
 		m := &mapping{data: b} // Go memory standing in for a mapping: never released
 		m.refs.Store(1)
 		file := &File{m: m}
-		err := file.loadNPZ(bytes.NewReader(b), int64(len(b)), true)
+		err := file.loadNPZ(bytes.NewReader(b), int64(len(b)), crcAtOpen)
 		for _, buf := range file.bufs {
 			buf.Close()
 		}
 		if err != nil {
 			return
+		}
+		// What opens checked at once opens lazily too, and every member's
+		// check on first use then passes.
+		lazy := &File{m: m}
+		err = lazy.loadNPZ(bytes.NewReader(b), int64(len(b)), crcLazy)
+		for _, buf := range lazy.bufs {
+			buf.Close()
+		}
+		if err != nil {
+			t.Fatalf("checked at open, but not lazily: %v", err)
+		}
+		for _, tn := range lazy.tensors {
+			if err := tn.checkCRC(); err != nil || (tn.lazy != nil && !tn.CRCChecked()) {
+				t.Fatalf("%v: checked at open, but its lazy check: %v", tn, err)
+			}
 		}
 		base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 		for _, tn := range file.tensors {

@@ -10,6 +10,8 @@ import (
 	"hash/crc32"
 	"io"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/godlpack/dlpack"
 )
@@ -39,6 +41,28 @@ const (
 // OpenSafetensors ignore it: their formats have no checksums.
 func SkipMappedCRC() Option { return Option{skipMappedCRC: true} }
 
+// LazyMappedCRC makes OpenNPZ map its aligned stored members without
+// reading them and check each one's CRC-32 on its first use instead: the
+// first DescribeTensor (so dlpack.From, DLPack and the writers) or CopyTo
+// of the member reads it once through the mapping, as np.load reads a
+// member of an NpzFile when it is asked for. Opening then reads no tensor
+// data, however large the archive, and no unchecked byte reaches a
+// consumer: a member whose bytes fail fails that use, and every later
+// one, with ErrChecksum naming the member and both CRC-32s (the other
+// members serve on). Tensor.CRCChecked turns true once the member's check
+// has passed. Copied members are checked at open, as without it. It
+// cannot be given with SkipMappedCRC.
+func LazyMappedCRC() Option { return Option{lazyMappedCRC: true} }
+
+// crcMode is how OpenNPZ checks the mapped members.
+type crcMode int
+
+const (
+	crcAtOpen crcMode = iota
+	crcSkip
+	crcLazy
+)
+
 // OpenNPZ maps the .npz archive at path (read-only) and returns its .npy
 // members as tensors named as np.load names them (the member name without
 // ".npy", decoded as Python's zipfile decodes it: UTF-8 when the member
@@ -52,9 +76,11 @@ func SkipMappedCRC() Option { return Option{skipMappedCRC: true} }
 // Tensor.Mapped):
 //   - stored (np.savez) members whose data offset inside the archive suits
 //     the element's alignment are mapped: no copy. Their CRC-32 is checked
-//     as the archive opens, by reading each once through the file
-//     descriptor (so opening costs one read of the archive, as np.load
-//     does), unless the SkipMappedCRC option is given;
+//     as the archive opens, by reading each once through the mapping
+//     (so opening costs one read of the archive), unless the
+//     LazyMappedCRC option defers each member's check to its first use
+//     (as np.load checks a member when it is read) or SkipMappedCRC skips
+//     it;
 //   - stored members that are misaligned (np.savez does not align) or
 //     big-endian (copied to native order), and deflated
 //     (np.savez_compressed), bzip2 and LZMA members (zipfile.ZIP_BZIP2,
@@ -64,41 +90,99 @@ func SkipMappedCRC() Option { return Option{skipMappedCRC: true} }
 // Every member's CRC-32 is checked unless SkipMappedCRC says otherwise
 // (Tensor.CRCChecked tells). A member whose bytes fail it fails the open
 // with ErrChecksum naming the member and both CRC-32s, as np.load fails
-// with BadZipFile.
+// with BadZipFile (with LazyMappedCRC, a mapped member fails its uses
+// instead).
 //
-// The options accepted are SkipMappedCRC and MaxNPYHeader: the archive is mapped read-only
+// The options accepted are SkipMappedCRC, LazyMappedCRC and MaxNPYHeader: the archive is mapped read-only
 // (a write would leave the member's CRC stale), and every tensor is
 // read-only. The archive's mapping and the copies live until Close and
 // every export's release, as for any File. Copies need cgo: without it an
 // archive with a member to copy fails with dlpack.ErrCgoRequired.
 func OpenNPZ(path string, opts ...Option) (*File, error) {
-	checkCRC := true
+	mode := crcAtOpen
 	for _, o := range opts {
 		if o.writable {
 			return nil, errors.New("tensorfile: OpenNPZ maps read-only; ReadWrite is not an option for it")
 		}
-		checkCRC = checkCRC && !o.skipMappedCRC
+		if o.skipMappedCRC {
+			mode = crcSkip
+		}
+	}
+	for _, o := range opts {
+		if o.lazyMappedCRC {
+			if mode == crcSkip {
+				return nil, errors.New("tensorfile: OpenNPZ: SkipMappedCRC and LazyMappedCRC cannot both be given")
+			}
+			mode = crcLazy
+		}
 	}
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer fd.Close()
-	if err := f.loadNPZ(fd, size, checkCRC); err != nil {
+	if err := f.loadNPZ(fd, size, mode); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// CRCChecked reports whether the bytes of the tensor's .npz member were
-// checked against the CRC-32 of its archive when the file was opened:
-// true for every member unless OpenNPZ was given SkipMappedCRC, which
-// leaves the mapped ones unchecked; false for .npy and safetensors
-// tensors (formats without checksums).
-func (t *Tensor) CRCChecked() bool { return t.crcOK }
+// CRCChecked reports whether the bytes of the tensor's .npz member have
+// been checked against the CRC-32 of its archive, and matched: true for
+// every member once the file is open, unless OpenNPZ was given
+// SkipMappedCRC, which leaves the mapped ones unchecked, or
+// LazyMappedCRC, which checks each mapped one on its first use; false for
+// .npy and safetensors tensors (formats without checksums).
+func (t *Tensor) CRCChecked() bool { return t.crcOK.Load() }
 
-func (f *File) loadNPZ(fd io.ReaderAt, size int64, checkCRC bool) error {
+// lazyCRC is the pending check of a mapped member (LazyMappedCRC).
+type lazyCRC struct {
+	mu     sync.Mutex
+	done   bool
+	err    error // the outcome, once done
+	e      *zipEntry
+	off, n int64 // the member's bytes in the archive
+}
+
+// checkCRC runs the tensor's pending CRC-32 check, once, and returns its
+// outcome; nil for a tensor with none pending. The caller holds the
+// File's read lock, so the mapping is there.
+func (t *Tensor) checkCRC() error {
+	l := t.lazy
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return l.err
+	}
+	err := l.e.checkMapped(t.file.m, l.off, l.n)
+	l.done, l.err = true, err
+	if err == nil {
+		t.crcOK.Store(true)
+	}
+	return err
+}
+
+// checkMapped checks the n bytes at off in the mapping m, the member e's,
+// against its CRC-32, reading them through the mapping: a page the file
+// lost to a truncation fails with ErrTruncated, not a fault.
+func (e *zipEntry) checkMapped(m *mapping, off, n int64) error {
+	b := m.data[off : off+n]
+	var sum uint32
+	err := guardMapped(e.field+" data", m, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), func() error {
+		sum = crc32.Update(0, crc32.IEEETable, b)
+		return nil
+	})
+	if err == nil && sum != e.crc {
+		err = e.checksumErr(sum)
+	}
+	return err
+}
+
+func (f *File) loadNPZ(fd io.ReaderAt, size int64, mode crcMode) error {
 	es, err := readZipDir(fd, size)
 	if err != nil {
 		return err
@@ -114,7 +198,7 @@ func (f *File) loadNPZ(fd io.ReaderAt, size int64, checkCRC bool) error {
 		name := strings.TrimSuffix(e.name, ".npy")
 		var t *Tensor
 		if e.method == zipStore {
-			t, err = f.storedMember(fd, e, name, checkCRC)
+			t, err = f.storedMember(fd, e, name, mode)
 		} else {
 			t, err = f.compressedMember(fd, e, name)
 		}
@@ -138,7 +222,7 @@ func wrapMember(field string, err error) error {
 	return err
 }
 
-func (f *File) storedMember(fd io.ReaderAt, e *zipEntry, name string, checkCRC bool) (*Tensor, error) {
+func (f *File) storedMember(fd io.ReaderAt, e *zipEntry, name string, mode crcMode) (*Tensor, error) {
 	if e.usize != e.csize {
 		return nil, zipErr(e.field+" uncompressed size", e.usize, fmt.Sprintf("a stored member whose compressed size is %d", e.csize))
 	}
@@ -155,17 +239,17 @@ func (f *File) storedMember(fd io.ReaderAt, e *zipEntry, name string, checkCRC b
 		return f.copyMember(io.NewSectionReader(fd, off, n), e, name)
 	}
 	t, err := npyTensor(f.m, r, off, n, f.npyHeaderLimit(), name, true)
-	if err != nil || !checkCRC {
+	if err != nil || mode == crcSkip {
 		return t, err
 	}
-	cr := &crcReader{r: io.NewSectionReader(fd, off, n)}
-	if _, err := io.Copy(io.Discard, cr); err != nil || cr.n != e.usize {
-		return nil, fieldErr(ErrTruncated, e.field+" data", n, fmt.Sprintf("%d bytes read for its CRC-32: %v", cr.n, err))
+	if mode == crcLazy {
+		t.lazy = &lazyCRC{e: e, off: off, n: n}
+		return t, nil
 	}
-	if cr.sum != e.crc {
-		return nil, e.checksumErr(cr.sum)
+	if err := e.checkMapped(f.m, off, n); err != nil {
+		return nil, err
 	}
-	t.crcOK = true
+	t.crcOK.Store(true)
 	return t, nil
 }
 
@@ -218,7 +302,7 @@ func (f *File) copyMember(r io.Reader, e *zipEntry, name string) (*Tensor, error
 		}
 		return nil, e.orChecksum(err, cr, cr.n)
 	}
-	t.crcOK = true
+	t.crcOK.Store(true)
 	return t, nil
 }
 

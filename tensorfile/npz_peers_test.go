@@ -5,13 +5,16 @@ package tensorfile_test
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"hash/crc32"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/tensorfile"
 )
 
@@ -65,6 +68,36 @@ func TestNPZPeersNumPyAgrees(t *testing.T) {
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: OpenNPZ: %v, want %v", c.what, err, c.want)
 		}
+	}
+
+	// A mapped member with a flipped byte: np.load lists it and fails as
+	// it is read; OpenNPZ fails, and with LazyMappedCRC lists it and fails
+	// its first use, the same way.
+	var aligned bytes.Buffer
+	if err := tensorfile.WriteNPZ(&aligned, []tensorfile.Named{{Name: "a", Tensor: dlpack.NewArray([]float64{1, 2, 3}, nil)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Clone(aligned.Bytes())
+	bad[bytes.Index(bad, binary.LittleEndian.AppendUint64(nil, math.Float64bits(3)))] ^= 0x01
+	if files, res := npLoad(t, bad); !slices.Equal(files, []string{"a"}) || res != "BadZipFile: Bad CRC-32 for file 'a.npy'" {
+		t.Errorf("aligned stored member with a flipped byte: NumPy lists %q, %s", files, res)
+	}
+	p := writeTemp(t, "a.npz", bad)
+	if f, err := tensorfile.OpenNPZ(p); !errors.Is(err, tensorfile.ErrChecksum) {
+		if err == nil {
+			f.Close()
+		}
+		t.Errorf("aligned stored member with a flipped byte: OpenNPZ: %v, want ErrChecksum", err)
+	}
+	f, err := tensorfile.OpenNPZ(p, tensorfile.LazyMappedCRC())
+	if err != nil {
+		t.Fatalf("aligned stored member with a flipped byte: OpenNPZ, LazyMappedCRC: %v", err)
+	}
+	defer f.Close()
+	if tn, err := f.Tensor("a"); err != nil || !tn.Mapped() {
+		t.Errorf("LazyMappedCRC: %v, %v; want a mapped member a", tn, err)
+	} else if _, err := dlpack.From(tn); !errors.Is(err, tensorfile.ErrChecksum) {
+		t.Errorf("LazyMappedCRC: first use: %v, want ErrChecksum", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -111,6 +112,150 @@ func TestNPZFlippedByteFailsItsCRC(t *testing.T) {
 			t.Errorf("%s: mapped %v, CRC checked %v", name, tn.Mapped(), tn.CRCChecked())
 		}
 		f.Close()
+	}
+}
+
+// LazyMappedCRC: the open reads no member, each mapped member is checked
+// on its first use, and a member whose bytes fail fails every use of it
+// while the others serve.
+func TestNPZLazyCRC(t *testing.T) {
+	noLiveMappings(t)
+	a := make([]float64, 64)
+	for i := range a {
+		a[i] = float64(i) / 3
+	}
+	b := []int32{1, -2, 3, -4, 5, -6}
+	var archive bytes.Buffer
+	if err := tensorfile.WriteNPZ(&archive, []tensorfile.Named{
+		{Name: "a", Tensor: dlpack.NewArray(a, nil)},
+		{Name: "b", Tensor: dlpack.NewArray(b, []int64{2, 3})},
+	}, false); err != nil {
+		t.Fatal(err)
+	}
+	// b's member as the archive holds it, and with its last byte flipped
+	bData := binary.LittleEndian.AppendUint32(nil, uint32(b[0]))
+	for _, v := range b[1:] {
+		bData = binary.LittleEndian.AppendUint32(bData, uint32(v))
+	}
+	at := bytes.Index(archive.Bytes(), bData)
+	if at < 0 {
+		t.Fatal("b's data not found in the archive")
+	}
+	hdr := bytes.LastIndex(archive.Bytes()[:at], []byte("\x93NUMPY"))
+	member := archive.Bytes()[hdr : at+len(bData)]
+	bad := bytes.Clone(archive.Bytes())
+	bad[at+len(bData)-1] ^= 0x80
+	good, flipped := crc32.ChecksumIEEE(member), crc32.ChecksumIEEE(bad[hdr:at+len(bData)])
+	p := writeTemp(t, "ab.npz", bad)
+
+	// The checked open fails on b; the lazy one opens.
+	if f, err := tensorfile.OpenNPZ(p); err == nil {
+		f.Close()
+		t.Fatal("the checked open took a flipped byte")
+	}
+	f, err := tensorfile.OpenNPZ(p, tensorfile.LazyMappedCRC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ta, _ := f.Tensor("a")
+	tb, _ := f.Tensor("b")
+	for _, tn := range []*tensorfile.Tensor{ta, tb} {
+		if !tn.Mapped() || tn.CRCChecked() {
+			t.Fatalf("%v: mapped %v, CRC checked %v before any use", tn, tn.Mapped(), tn.CRCChecked())
+		}
+	}
+	// a serves, checked on its first use.
+	x, err := dlpack.From(ta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := dlpack.ReadOnlySlice[float64](x)
+	if err != nil || !slices.Equal(xs, a) {
+		t.Errorf("a: %v, %v", xs, err)
+	}
+	x.Close()
+	if !ta.CRCChecked() {
+		t.Error("a: not CRC checked after its first use")
+	}
+	// b fails every use with the checksum error, and exports nothing.
+	_, err = dlpack.From(tb)
+	wantChecksumErr(t, err, "b.npy", good, flipped)
+	_, err = dlpack.From(tb)
+	wantChecksumErr(t, err, "b.npy", good, flipped)
+	_, err = tb.CopyTo(make([]byte, tb.NBytes()))
+	wantChecksumErr(t, err, "b.npy", good, flipped)
+	if tb.CRCChecked() {
+		t.Error("b: CRC checked though it failed")
+	}
+
+	// Both options at once are refused.
+	if g, err := tensorfile.OpenNPZ(p, tensorfile.SkipMappedCRC(), tensorfile.LazyMappedCRC()); err == nil {
+		g.Close()
+		t.Error("SkipMappedCRC and LazyMappedCRC were both taken")
+	}
+
+	// The intact archive, lazily: concurrent first uses all serve, the
+	// check done once; CopyTo is a first use too.
+	g, err := tensorfile.OpenNPZ(writeTemp(t, "ab.npz", archive.Bytes()), tensorfile.LazyMappedCRC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ga, _ := g.Tensor("a")
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			x, err := dlpack.From(ga)
+			if err == nil {
+				x.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	gb, _ := g.Tensor("b")
+	got := make([]byte, gb.NBytes())
+	if n, err := gb.CopyTo(got); err != nil || n != len(bData) || !bytes.Equal(got, bData) {
+		t.Errorf("b: CopyTo %d, %v", n, err)
+	}
+	if !ga.CRCChecked() || !gb.CRCChecked() {
+		t.Errorf("CRC checked: a %v, b %v", ga.CRCChecked(), gb.CRCChecked())
+	}
+}
+
+// A lazily checked member whose file is cut short before its first use
+// fails that use with ErrTruncated: the check reads the mapping under the
+// same guard as CopyTo.
+func TestNPZLazyCRCTruncated(t *testing.T) {
+	noLiveMappings(t)
+	big := make([]float64, 1<<16) // 512 KiB: pages past the cut
+	for i := range big {
+		big[i] = float64(i)
+	}
+	var archive bytes.Buffer
+	if err := tensorfile.WriteNPZ(&archive, []tensorfile.Named{{Name: "big", Tensor: dlpack.NewArray(big, nil)}}, false); err != nil {
+		t.Fatal(err)
+	}
+	p := writeTemp(t, "big.npz", archive.Bytes())
+	f, err := tensorfile.OpenNPZ(p, tensorfile.LazyMappedCRC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Truncate(p, 4096); err != nil {
+		t.Fatal(err)
+	}
+	tn, _ := f.Tensor("big")
+	if _, err := dlpack.From(tn); !errors.Is(err, tensorfile.ErrTruncated) {
+		t.Fatalf("got %v, want ErrTruncated", err)
+	}
+	if _, err := tn.CopyTo(make([]byte, 8)); !errors.Is(err, tensorfile.ErrTruncated) {
+		t.Fatalf("CopyTo: got %v, want ErrTruncated", err)
 	}
 }
 

@@ -74,7 +74,7 @@ func TestPeersWriteGoReads(t *testing.T) {
 	if err := json.Unmarshal(raw, &files); err != nil {
 		t.Fatal(err)
 	}
-	tensors, mapped, copied := 0, 0, 0
+	tensors, mapped, copied, lazy := 0, 0, 0, 0
 	for _, e := range files {
 		path := filepath.Join(dir, e.File)
 		var f *tensorfile.File
@@ -126,8 +126,48 @@ func TestPeersWriteGoReads(t *testing.T) {
 			}
 		}
 		f.Close()
+		if e.Kind == "npz" {
+			lazy += readLazily(t, path, dir, e)
+		}
 	}
-	t.Logf("%d tensors in %d files read bit for bit (%d mapped, %d copied)", tensors, len(files), mapped, copied)
+	t.Logf("%d tensors in %d files read bit for bit (%d mapped, %d copied); %d mapped .npz members read again opened with LazyMappedCRC, each checked on its first use",
+		tensors, len(files), mapped, copied, lazy)
+}
+
+// readLazily opens an archive NumPy wrote with LazyMappedCRC and reads
+// every member bit for bit: each mapped one is unchecked until its first
+// export, and checked after it. It returns how many members were mapped.
+func readLazily(t *testing.T, path, dir string, e manifestEntry) int {
+	t.Helper()
+	f, err := tensorfile.OpenNPZ(path, tensorfile.LazyMappedCRC())
+	if err != nil {
+		t.Errorf("%s, LazyMappedCRC: %v", e.File, err)
+		return 0
+	}
+	defer f.Close()
+	n := 0
+	for name, m := range e.Members {
+		tn, err := f.Tensor(name)
+		if err != nil {
+			t.Errorf("%s, LazyMappedCRC: %v", e.File, err)
+			continue
+		}
+		if tn.Mapped() {
+			n++
+			if tn.CRCChecked() {
+				t.Errorf("%s %s, LazyMappedCRC: checked before its first use", e.File, name)
+			}
+		}
+		want, err := os.ReadFile(filepath.Join(dir, m.Bin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkTensor(t, e.File+" "+name+" (LazyMappedCRC)", tn, m, want, false)
+		if !tn.CRCChecked() {
+			t.Errorf("%s %s, LazyMappedCRC: not checked after its first use", e.File, name)
+		}
+	}
+	return n
 }
 
 func mapsEqual(a, b map[string]string) bool {

@@ -16,6 +16,9 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if f.closed {
 		return fieldErr(dlpack.ErrClosed, "tensor", t.name, "its file is closed")
 	}
+	if err := t.checkCRC(); err != nil {
+		return err
+	}
 	if t.buf != nil {
 		if err := t.buf.DescribeTensor(d); err != nil {
 			return err
