@@ -2,16 +2,10 @@ package dlflight
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"slices"
 	"strconv"
@@ -21,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/testpki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -81,66 +76,14 @@ func TestAuthenticateHook(t *testing.T) {
 	}
 }
 
-// ca is a test certificate authority that issues server and client
-// certificates.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-	n    int64
-}
-
-func newCA(t testing.TB) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dlflight mTLS test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &ca{cert: cert, key: key, pool: pool, n: 1}
-}
-
-// issue makes a certificate for cn, for a server (127.0.0.1) or a client.
-func (c *ca) issue(t testing.TB, cn string, server bool) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.n++
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(c.n), Subject: pkix.Name{CommonName: cn},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // Mutual TLS end to end: the server verifies client certificates against
 // its CA and the Authenticate hook takes the principal from the verified
 // certificate's subject; a certificate of another CA, or none, does not
 // get through the handshake.
 func TestMutualTLS(t *testing.T) {
-	auth := newCA(t)
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.issue(t, "server", true)},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: auth.pool, MinVersion: tls.VersionTLS13}
+	auth := testpki.NewCA(t, "dlflight mTLS")
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.Issue(t, "server", true)},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: auth.Pool, MinVersion: tls.VersionTLS13}
 	s, addr := serve(t, Options{TLS: serverTLS,
 		Authenticate: func(_ context.Context, r AuthRequest) (string, error) {
 			if r.Certificate == nil {
@@ -154,9 +97,9 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := func(cert ...tls.Certificate) ClientOptions {
-		return ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, Certificates: cert, MinVersion: tls.VersionTLS13}}
+		return ClientOptions{TLS: &tls.Config{RootCAs: auth.Pool, Certificates: cert, MinVersion: tls.VersionTLS13}}
 	}
-	alice := dial(t, addr, client(auth.issue(t, "alice", false)))
+	alice := dial(t, addr, client(auth.Issue(t, "alice", false)))
 	if err := alice.Put(ctxT(t), "w2", src); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +109,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 	sameTensor(t, got, src)
 	got.Close()
-	bob := dial(t, addr, client(auth.issue(t, "bob", false)))
+	bob := dial(t, addr, client(auth.Issue(t, "bob", false)))
 	got, err = bob.Get(ctxT(t), "w")
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +120,8 @@ func TestMutualTLS(t *testing.T) {
 	if !strings.Contains(err.Error(), `"cn:bob"`) {
 		t.Fatalf("the refusal does not name the principal: %v", err)
 	}
-	other := newCA(t)
-	_, err = dial(t, addr, client(other.issue(t, "alice", false))).Get(ctxT(t), "w")
+	other := testpki.NewCA(t, "dlflight mTLS")
+	_, err = dial(t, addr, client(other.Issue(t, "alice", false))).Get(ctxT(t), "w")
 	wantCode(t, err, codes.Unavailable)
 	_, err = dial(t, addr, client()).Get(ctxT(t), "w")
 	wantCode(t, err, codes.Unavailable)

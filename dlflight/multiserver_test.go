@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/testpki"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -240,8 +241,8 @@ func TestLyingEndpoints(t *testing.T) {
 // of the other kind (plaintext for a TLS client) is refused before
 // anything is dialled.
 func TestLocationsTLSAndToken(t *testing.T) {
-	auth := newCA(t)
-	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.issue(t, "server", true)}, MinVersion: tls.VersionTLS13}
+	auth := testpki.NewCA(t, "dlflight mTLS")
+	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.Issue(t, "server", true)}, MinVersion: tls.VersionTLS13}
 	tokens := map[string]string{"tok": "reader"}
 	a, addrA := serve(t, Options{TLS: serverTLS}) // only B asks for the token
 	b, addrB := serve(t, Options{TLS: serverTLS, Tokens: tokens})
@@ -261,7 +262,7 @@ func TestLocationsTLSAndToken(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, MinVersion: tls.VersionTLS13}, Token: "tok"})
+	c := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.Pool, MinVersion: tls.VersionTLS13}, Token: "tok"})
 	got, err := c.Get(ctxT(t), "x")
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +270,7 @@ func TestLocationsTLSAndToken(t *testing.T) {
 	sameTensor(t, got, src)
 	got.Close()
 	// without the token, B refuses its rows
-	bare := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.pool, MinVersion: tls.VersionTLS13}})
+	bare := dial(t, addrA, ClientOptions{TLS: &tls.Config{RootCAs: auth.Pool, MinVersion: tls.VersionTLS13}})
 	if _, err := bare.Get(ctxT(t), "x"); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "endpoint 1") {
 		t.Fatalf("without a token: %v", err)
 	}
