@@ -120,11 +120,16 @@ func Dial(addr string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlflight: dial %s: %w", addr, err)
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
+	return &Client{opts: opts, host: hostOf(addr), conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
+}
+
+// hostOf is the host of a "host:port" address, or the address itself
+// when it has no port.
+func hostOf(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
 	}
-	return &Client{opts: opts, host: host, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
+	return addr
 }
 
 // Close closes the connection. Calling it again does nothing and

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -334,10 +333,7 @@ func (c *Client) trust(addr string, tls bool) error {
 		}
 		return fmt.Errorf("%w: ClientOptions.TrustLocation refused %s", ErrLocation, addr)
 	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
+	host := hostOf(addr)
 	if strings.EqualFold(host, c.host) {
 		return nil
 	}

@@ -93,28 +93,27 @@ const (
 // with BadZipFile (with LazyMappedCRC, a mapped member fails its uses
 // instead).
 //
-// The options accepted are SkipMappedCRC, LazyMappedCRC and MaxNPYHeader: the archive is mapped read-only
-// (a write would leave the member's CRC stale), and every tensor is
-// read-only. The archive's mapping and the copies live until Close and
+// The options accepted are SkipMappedCRC, LazyMappedCRC and
+// MaxNPYHeader: the archive is mapped read-only (a write would leave the
+// member's CRC stale), and every tensor is read-only. The archive's mapping and the copies live until Close and
 // every export's release, as for any File. Copies need cgo: without it an
 // archive with a member to copy fails with dlpack.ErrCgoRequired.
 func OpenNPZ(path string, opts ...Option) (*File, error) {
-	mode := crcAtOpen
+	var skip, lazy bool
 	for _, o := range opts {
 		if o.writable {
 			return nil, errors.New("tensorfile: OpenNPZ maps read-only; ReadWrite is not an option for it")
 		}
-		if o.skipMappedCRC {
-			mode = crcSkip
-		}
+		skip, lazy = skip || o.skipMappedCRC, lazy || o.lazyMappedCRC
 	}
-	for _, o := range opts {
-		if o.lazyMappedCRC {
-			if mode == crcSkip {
-				return nil, errors.New("tensorfile: OpenNPZ: SkipMappedCRC and LazyMappedCRC cannot both be given")
-			}
-			mode = crcLazy
-		}
+	mode := crcAtOpen
+	switch {
+	case skip && lazy:
+		return nil, errors.New("tensorfile: OpenNPZ: SkipMappedCRC and LazyMappedCRC cannot both be given")
+	case skip:
+		mode = crcSkip
+	case lazy:
+		mode = crcLazy
 	}
 	f, fd, size, err := openFile(path, opts)
 	if err != nil {
@@ -138,8 +137,7 @@ func (t *Tensor) CRCChecked() bool { return t.crcOK.Load() }
 
 // lazyCRC is the pending check of a mapped member (LazyMappedCRC).
 type lazyCRC struct {
-	mu     sync.Mutex
-	done   bool
+	once   sync.Once
 	err    error // the outcome, once done
 	e      *zipEntry
 	off, n int64 // the member's bytes in the archive
@@ -153,17 +151,12 @@ func (t *Tensor) checkCRC() error {
 	if l == nil {
 		return nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return l.err
-	}
-	err := l.e.checkMapped(t.file.m, l.off, l.n)
-	l.done, l.err = true, err
-	if err == nil {
-		t.crcOK.Store(true)
-	}
-	return err
+	l.once.Do(func() {
+		if l.err = l.e.checkMapped(t.file.m, l.off, l.n); l.err == nil {
+			t.crcOK.Store(true)
+		}
+	})
+	return l.err
 }
 
 // checkMapped checks the n bytes at off in the mapping m, the member e's,
