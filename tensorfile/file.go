@@ -241,7 +241,9 @@ func (f *File) Writable() bool { return f.writable }
 
 // MappedRange returns the address and length of the file's mapping while
 // it is mapped (0, 0 when the File maps nothing, or after Close). Mapped
-// tensors' data lies inside it.
+// tensors' data lies inside it; reading it there is reading the file as it
+// is, unchecked (an .npz member's CRC-32 is checked by OpenNPZ, or by a
+// LazyMappedCRC member's first export, never for reads made here).
 func (f *File) MappedRange() (addr uintptr, size int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
