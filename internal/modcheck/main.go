@@ -58,6 +58,7 @@ var publics = []public{
 	{pkg: "dlarrow", libs: []string{"github.com/apache/arrow-go/v18/arrow/ipc"}},
 	{pkg: "dlflight", libs: []string{"github.com/apache/arrow-go/v18/arrow/flight", "google.golang.org/grpc"}},
 	{pkg: "dlonnx", libs: []string{"github.com/yalue/onnxruntime_go"}},
+	{pkg: "dlgrpc", libs: []string{"google.golang.org/grpc", "google.golang.org/protobuf/proto"}},
 	{pkg: "dlgomlx", libs: []string{"github.com/gomlx/gomlx/backends", "github.com/gomlx/gomlx/pkg/core/tensors"}},
 	{pkg: "dloip", libs: []string{"google.golang.org/grpc", "google.golang.org/protobuf/proto"}},
 	{pkg: "dloip/oiponnx", libs: []string{"google.golang.org/grpc", "github.com/yalue/onnxruntime_go"}},

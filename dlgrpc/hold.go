@@ -1,0 +1,164 @@
+package dlgrpc
+
+import (
+	"context"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/mem"
+)
+
+// Hold keeps the memory that messages handed to gRPC share with their
+// tensors: it counts its maker's reference and one per buffer gRPC
+// holds, and the last drop runs its release, once. A message's large
+// tensor bytes go to gRPC without a copy (Writer.Tensor), each buffer
+// holding a reference that gRPC drops when it frees the buffer, after
+// writing it out; should gRPC lose a buffer without freeing it (a
+// connection that fails while the bytes are queued), a cleanup drops the
+// reference once the buffer is unreachable, so release still runs once
+// and never while gRPC may read the memory.
+type Hold struct {
+	refs    atomic.Int64
+	release func()
+	logger  *slog.Logger
+	mu      sync.Mutex
+	n       int           // buffers gRPC holds
+	idle    chan struct{} // closed when n falls to 0
+	// progress counts the messages sent and the buffers gRPC freed
+	// (Server.WatchStall).
+	progress atomic.Int64
+	// all, when set, counts the buffers gRPC holds over every call of
+	// a server (Server.Held).
+	all *atomic.Int64
+}
+
+// NewHold makes a Hold with one reference, its maker's, whose last drop
+// runs release. A panic in release is recovered and reported to logger
+// (slog.Default() when nil): release may run on gRPC's writer goroutine
+// or a cleanup's, where a panic would end the process.
+func NewHold(release func(), logger *slog.Logger) *Hold {
+	h := &Hold{release: release, logger: logger}
+	h.refs.Store(1)
+	return h
+}
+
+// Drop drops a reference: the maker's, once, when it is done.
+func (h *Hold) Drop() {
+	if h.refs.Add(-1) == 0 && h.release != nil {
+		_ = SafeCall(h.logger, "a release callback", func() error { h.release(); return nil })
+	}
+}
+
+// Sent counts a message handed to gRPC, as progress.
+func (h *Hold) Sent() { h.progress.Add(1) }
+
+// Progress is the count of messages sent and buffers freed so far.
+func (h *Hold) Progress() int64 { return h.progress.Load() }
+
+// Pending is how many buffers gRPC still holds.
+func (h *Hold) Pending() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// Wait returns once gRPC has freed every buffer it holds, or ctx ends.
+func (h *Hold) Wait(ctx context.Context) {
+	h.mu.Lock()
+	n, idle := h.n, h.idle
+	h.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+}
+
+// idleChan is closed once gRPC holds no buffer (nil when it holds none).
+func (h *Hold) idleChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		return nil
+	}
+	return h.idle
+}
+
+func (h *Hold) add() {
+	h.refs.Add(1)
+	if h.all != nil {
+		h.all.Add(1)
+	}
+	h.mu.Lock()
+	if h.n == 0 {
+		h.idle = make(chan struct{})
+	}
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *Hold) done() {
+	h.progress.Add(1)
+	if h.all != nil {
+		h.all.Add(-1)
+	}
+	h.mu.Lock()
+	if h.n--; h.n == 0 {
+		close(h.idle)
+	}
+	h.mu.Unlock()
+	h.Drop()
+}
+
+// keepBuffer makes a gRPC buffer of p (memory h keeps) without copying
+// it: h gains a reference that gRPC drops when it frees the buffer.
+func keepBuffer(p []byte, h *Hold) mem.Buffer {
+	h.add()
+	k := &kept{h: h}
+	data := &p
+	runtime.AddCleanup(data, func(k *kept) { k.Put(nil) }, k)
+	return mem.NewBuffer(data, k)
+}
+
+// kept is the mem.BufferPool of one keepBuffer: putting it back drops
+// the reference, once.
+type kept struct {
+	h    *Hold
+	done atomic.Bool
+}
+
+func (k *kept) Get(int) *[]byte { panic("dlgrpc: kept.Get") }
+
+func (k *kept) Put(*[]byte) {
+	if k.done.CompareAndSwap(false, true) {
+		k.h.done()
+	}
+}
+
+// Once drops a Hold's reference exactly once: by Drop, or by a cleanup
+// should its owner (a response gRPC never marshalled) become unreachable
+// first. A server's handler cannot drop the reference of its response
+// itself: gRPC marshals the response after the handler returns.
+type Once struct {
+	h    *Hold
+	done atomic.Bool
+}
+
+// DropOnce returns a Once for h's maker's reference, dropped at the
+// latest when owner is unreachable.
+func DropOnce[T any](h *Hold, owner *T) *Once {
+	o := &Once{h: h}
+	runtime.AddCleanup(owner, func(o *Once) { o.Drop() }, o)
+	return o
+}
+
+// Drop drops the reference, the first time only.
+func (o *Once) Drop() {
+	if o != nil && o.done.CompareAndSwap(false, true) {
+		o.h.Drop()
+	}
+}
