@@ -2,88 +2,33 @@ package dloip
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"sort"
 	"sync/atomic"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/dloip/internal/pb"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 )
-
-// DefaultMaxMessageBytes is the message limit when Options and
-// ClientOptions leave it zero: 128 MiB, room for a 64 MiB tensor each way
-// and more. The protocol sends a request or response as one message, so
-// the limit bounds the tensors of one call.
-const DefaultMaxMessageBytes = 128 << 20
-
-// ClientOptions configure a Client, mirroring Options.
-type ClientOptions struct {
-	// TLS, when set, is the client's TLS configuration (the roots that
-	// verify the server); nil dials plaintext.
-	TLS *tls.Config
-	// Token, when set, is sent with every call as the gRPC metadata
-	// "authorization: Bearer <Token>".
-	Token string
-	// Headers are sent with every call as gRPC metadata (keys in lower
-	// case, as HTTP/2 requires).
-	Headers map[string]string
-	// MaxMessageBytes bounds every message either way
-	// (DefaultMaxMessageBytes when zero): an Infer whose inputs exceed
-	// it fails with codes.ResourceExhausted before anything is sent.
-	MaxMessageBytes int
-}
 
 // Client calls a model server that speaks the Open Inference Protocol
 // over gRPC: a dloip Server, Triton, KServe, MLServer, ... Its methods
 // may be called from many goroutines at once.
 type Client struct {
-	opts   ClientOptions
-	conn   *grpc.ClientConn
+	conn   *dlgrpc.Conn
+	opts   dlgrpc.ClientOptions
 	pc     pb.GRPCInferenceServiceClient
-	md     metadata.MD
 	closed atomic.Bool
 }
 
 // Dial makes a Client of the server at addr ("host:port"); the
 // connection is made on first use.
 func Dial(addr string, opts ClientOptions) (*Client, error) {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	creds := insecure.NewCredentials()
-	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
-	}
-	md := metadata.MD{}
-	for k, v := range opts.Headers {
-		md.Append(k, v)
-	}
-	if opts.Token != "" {
-		md.Set("authorization", "Bearer "+opts.Token)
-	}
-	window, connWindow, rbuf, wbuf := transportSizes(opts.MaxMessageBytes)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(connWindow),
-		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
-			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
+	conn, err := dlgrpc.Dial("dloip", addr, opts.shared(), DefaultMaxMessageBytes)
 	if err != nil {
-		return nil, fmt.Errorf("dloip: dial %s: %w", addr, err)
+		return nil, err
 	}
-	return &Client{opts: opts, conn: conn, pc: pb.NewGRPCInferenceServiceClient(conn), md: md}, nil
-}
-
-// transportSizes are the HTTP/2 windows and socket buffers for tensors:
-// gRPC's defaults (64 KiB windows grown by its estimate, 32 KiB buffers)
-// are made for small messages.
-func transportSizes(maxMessage int) (window, conn int32, read, write int) {
-	w := int32(min(16<<20, max(maxMessage, 64<<10)))
-	return w, max(w, 16<<20), 1 << 20, 1 << 20
+	return &Client{conn: conn, opts: conn.Options(), pc: pb.NewGRPCInferenceServiceClient(conn)}, nil
 }
 
 // Close closes the connection. Calling it again does nothing and returns
@@ -103,15 +48,7 @@ func (c *Client) errIfClosed(call string) error {
 	return nil
 }
 
-func (c *Client) ctx(ctx context.Context) context.Context {
-	if len(c.md) == 0 {
-		return ctx
-	}
-	if old, ok := metadata.FromOutgoingContext(ctx); ok {
-		return metadata.NewOutgoingContext(ctx, metadata.Join(old, c.md))
-	}
-	return metadata.NewOutgoingContext(ctx, c.md)
-}
+func (c *Client) ctx(ctx context.Context) context.Context { return c.conn.Outgoing(ctx) }
 
 // ServerLive reports whether the server is live.
 func (c *Client) ServerLive(ctx context.Context) (bool, error) {
@@ -223,8 +160,6 @@ func (r *InferResponse) Close() error {
 	return nil
 }
 
-const methodInfer = "/inference.GRPCInferenceService/ModelInfer"
-
 // Infer runs req on the server. Each input goes out from its producer's
 // own memory, with no copy before gRPC's writer fills the socket: the
 // codec hands the bytes to gRPC as they are and holds the producer's
@@ -284,17 +219,20 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 		}
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name, Parameters: params})
 	}
-	h := newHolding(func() { closeAll(held) })
-	defer h.drop()
-	in := &inInfer{msg: new(pb.ModelInferResponse), field: fieldRawOutput}
-	out := &outInfer{msg: msg, field: fieldRawInput, raws: raws, mapped: mapped, keep: h}
+	h := c.conn.NewHold(func() { closeAll(held) })
+	defer h.Drop()
+	in := newInInfer(new(pb.ModelInferResponse), fieldRawOutput, c.opts.Allocator, c.opts.MaxTensorBytes)
+	out := newOutInfer(msg, fieldRawInput, raws, mapped, h)
 	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, out, in); err != nil {
 		if out.err != nil {
 			return nil, fmt.Errorf("dloip: infer %q: input: %w", req.Model, out.err)
 		}
 		return nil, err
 	}
-	return responseOf(req, in)
+	if in.err != nil {
+		return nil, fmt.Errorf("dloip: infer %q: response: %w", req.Model, in.err)
+	}
+	return c.responseOf(req, in)
 }
 
 // withRegion adds the shared-memory parameters of a tensor.
@@ -308,8 +246,10 @@ func withRegion(params map[string]*pb.InferParameter, region string, off, n uint
 	return params
 }
 
-// responseOf checks and converts a received response.
-func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
+// responseOf checks and converts a received response: every size it
+// declares is checked against what it carries, and against
+// MaxTensorBytes, before anything is allocated.
+func (c *Client) responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
 	model := req.Model
 	r := in.msg.(*pb.ModelInferResponse)
 	ws := make([]wireTensor, len(r.Outputs))
@@ -324,10 +264,34 @@ func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
 		}
 		return nil
 	}
+	var total int64
+	for _, w := range ws {
+		dt, err := ParseDatatype(w.datatype)
+		if err != nil {
+			return nil, fmt.Errorf("dloip: infer %q: response: output %q: %w", model, w.name, err)
+		}
+		n, err := byteSize(dt, w.shape)
+		if err != nil {
+			return nil, fmt.Errorf("dloip: infer %q: response: output %q: %w", model, w.name, err)
+		}
+		if total += n; c.opts.MaxTensorBytes >= 0 && total > c.opts.MaxTensorBytes {
+			return nil, fmt.Errorf("dloip: infer %q: response: output %q: %w", model, w.name, &dlpack.FieldError{Field: "shape", Value: w.shape,
+				Err: ErrLimit, Why: fmt.Sprintf("the outputs declare %d bytes, and MaxTensorBytes is %d", total, c.opts.MaxTensorBytes)})
+		}
+	}
 	shm := &shmPlacer{
 		is: func(w wireTensor) bool { return asked(w.name) != nil },
-		make: func(w wireTensor) (*Tensor, error) {
+		make: func(w wireTensor, emptyRaw bool) (*Tensor, error) {
 			o := asked(w.name)
+			// The server must say that it wrote the output there: Triton
+			// answers an empty raw entry for it, a dloip server that and
+			// the output's region parameter. A server without the
+			// extension (kserve, MLServer) answers OK and leaves the
+			// region as it was, which must not pass for the output.
+			if p, ok := w.params[ParamRegion]; !emptyRaw && (!ok || p.GetStringParam() != o.Region) {
+				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q", w.name), Value: o.Region, Err: ErrInvalid,
+					Why: "the output was asked for in this shared-memory region, and the response does not say that the server wrote it there (no empty raw entry, no region parameter): the server may not have the shared-memory extension"}
+			}
 			dt, err := ParseDatatype(w.datatype)
 			if err != nil {
 				return nil, fmt.Errorf("output %q: %w", w.name, err)
@@ -340,7 +304,7 @@ func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
 				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
 					Why: fmt.Sprintf("%s %v needs %d bytes; the region's span has %d", w.datatype, w.shape, n, len(o.Memory))}
 			}
-			t, err := newTensor("output", w.name, w.datatype, w.shape, o.Memory[:n], nil)
+			t, err := newTensor("output", w.name, w.datatype, w.shape, o.Memory[:n], false, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -349,7 +313,7 @@ func responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
 		},
 		rawToo: true,
 	}
-	ts, err := place("output", "raw_output_contents", ws, in.raws, in.frees, shm)
+	ts, err := place("output", "raw_output_contents", ws, in, shm)
 	if err != nil {
 		return nil, fmt.Errorf("dloip: infer %q: response: %w", model, err)
 	}

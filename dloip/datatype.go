@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 )
 
 // The protocol's datatypes that are tensors of fixed-width numbers or
@@ -58,17 +59,6 @@ func DatatypeOf(dt dlpack.DataType) (string, error) {
 }
 
 // byteSize is the byte size of a tensor of dt and shape, checked: every
-// dimension non-negative, no overflow (ErrShape).
-func byteSize(dt dlpack.DataType, shape []int64) (int64, error) {
-	n := int64(dt.ItemSize())
-	for i, d := range shape {
-		if d < 0 {
-			return 0, &dlpack.FieldError{Field: fmt.Sprintf("shape[%d]", i), Value: d, Err: ErrShape, Why: "a negative dimension"}
-		}
-		if d != 0 && n > (1<<62)/d {
-			return 0, &dlpack.FieldError{Field: "shape", Value: shape, Err: ErrShape, Why: "the byte size overflows"}
-		}
-		n *= d
-	}
-	return n, nil
-}
+// dimension non-negative, at most dlpack.MaxNDim of them, no overflow
+// (ErrShape).
+func byteSize(dt dlpack.DataType, shape []int64) (int64, error) { return dlgrpc.ByteSize(dt, shape) }

@@ -68,11 +68,22 @@
 // offset and a byte size instead of sending a tensor's bytes. The server
 // maps each registered span of the POSIX shared-memory object (a file
 // under /dev/shm, such as one tensorfile.CreateNPY made) once, checking
-// that the object holds it. An input in shared memory is the region's
+// that the object holds it. A key names a file directly in /dev/shm (one
+// name: no "/", "." or ".."), opened without following a symbolic link
+// and without blocking on a FIFO; it must be a regular file, owned by
+// the server's own user and writable by no one else, which is checked on
+// the opened file (codes.InvalidArgument otherwise). A region belongs
+// to the principal that registered it: only that principal may use,
+// list or unregister it. An input in shared memory is the region's
 // memory itself, read-only, with no copy; an output asked for in shared
 // memory is written into the region, one copy from the model's output
 // (the response then carries an empty raw entry for it, as Triton's
-// does). Every use is bounds-checked against the region
+// does, and the output's region parameters). The client fails an Infer
+// whose response does not say that an output it asked for in a region
+// was written there (an empty raw entry, as Triton answers, or the
+// region parameter): a server without the extension (kserve, MLServer)
+// answers OK and leaves the region as it was, which must not pass for
+// the output (ErrInvalid, naming it). Every use is bounds-checked against the region
 // (codes.InvalidArgument); a region that a running request or a tensor a
 // model kept still uses cannot be unregistered (codes.FailedPrecondition)
 // and is unmapped only when the last use ends. Values a peer placed off a
@@ -86,24 +97,50 @@
 //
 // # Security and limits
 //
+// The network edge is the shared gRPC layer's (package dlgrpc, which
+// dlflight uses too): the options both services share have the same
+// names and are documented once, on dlgrpc.ServerOptions and
+// dlgrpc.ClientOptions, and every limit has a finite default, so that
+// the zero Options may refuse a peer but nothing a peer sends ends the
+// process.
+//
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in
-// the "authorization" metadata (codes.Unauthenticated without one);
-// Options.Allow is the per-model policy (codes.PermissionDenied).
-// Options.MaxMessageBytes bounds messages either way and
-// Options.MaxTensorBytes the input bytes of one request
-// (codes.ResourceExhausted). A client has TLS, a bearer token, arbitrary
-// request headers and its own message limit (ClientOptions).
+// the "authorization" metadata (codes.Unauthenticated without one), or
+// Options.Authenticate decides from the token, the peer's address and
+// its verified client certificate (dlgrpc.AuthRequest); either runs
+// when a call's headers arrive, before any of its messages is read.
+// Options.Allow is the policy (codes.PermissionDenied): dlgrpc.OpRead
+// for ModelReady and ModelMetadata, dlgrpc.OpInfer for ModelInfer, with
+// the model's name, and dlgrpc.OpSharedMemory with a region's. A panic
+// in a hook, a model or an output's Release fails that call alone with
+// codes.Internal and is reported to Options.Logger; the server serves
+// on.
+//
+// Options.MaxMessageBytes bounds messages either way (128 MiB by
+// default), Options.MaxTensorBytes the input bytes of one request,
+// shared-memory ones included (4 GiB), MaxConcurrentCalls the calls
+// running at once (64) and MaxRegions the registered regions (1,024):
+// beyond any, codes.ResourceExhausted. Every size a request declares is
+// checked against those bounds and against what the message carries
+// before anything is allocated: a shape of a billion elements with no
+// contents gets codes.InvalidArgument, not an allocation. A client has
+// TLS, a bearer token, arbitrary request headers and its own limits
+// (ClientOptions): a response whose outputs declare more than
+// ClientOptions.MaxTensorBytes (4 GiB by default) fails with an error
+// wrapping ErrLimit before anything is allocated for it.
 //
 // A request that breaks the protocol gets codes.InvalidArgument with a
 // message naming the input and the value, and the server serves on: a
-// byte length that is not the shape times the element size, a negative or
-// overflowing dimension, an unknown datatype or BYTES, typed and raw
-// contents for one input, raw contents for only some inputs, a missing,
-// extra or duplicated input name, a datatype or shape the model's
-// metadata does not take, an output the model lacks. An unknown model or
-// version gets codes.NotFound. The client checks responses the same way
-// (errors wrapping ErrInvalid, ErrDatatype, ErrShape). A client that hangs
-// up mid-request leaves nothing held.
+// byte length that is not the shape times the element size, a count of
+// typed values that is not the shape's, a negative or overflowing
+// dimension, an unknown datatype or BYTES, typed and raw contents for
+// one input, raw contents for only some inputs, a missing, extra or
+// duplicated input name, a datatype or shape the model's metadata does
+// not take, an output the model lacks, a message that breaks protobuf's
+// wire format (dlgrpc.ErrMalformed). An unknown model or version gets
+// codes.NotFound. The client checks responses the same way (errors
+// wrapping ErrInvalid, ErrDatatype, ErrShape, dlgrpc.ErrMalformed). A
+// client that hangs up mid-request leaves nothing held.
 //
 // # Models
 //

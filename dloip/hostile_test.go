@@ -96,7 +96,7 @@ func TestHostileRequests(t *testing.T) {
 		{"tensor bytes", func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Shape = []int64{20000}
 			r.RawInputContents[0] = make([]byte, 80000)
-		}, codes.ResourceExhausted, []string{`input "a"`, "80000 bytes of inputs", "65536"}},
+		}, codes.ResourceExhausted, []string{"raw contents entry 0", "80000 bytes", "65536"}},
 		{"message limit", func(r *pb.ModelInferRequest) {
 			r.Inputs[0].Shape = []int64{300000}
 			r.RawInputContents[0] = make([]byte, 1200000)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 )
@@ -21,7 +22,9 @@ func TestSecurity(t *testing.T) {
 			return []Output{{Name: "x", Tensor: req.Inputs[0]}}, nil
 		})
 	_, addr := serve(t, Options{TLS: p.server, Tokens: map[string]string{"s3cret": "alice", "other": "bob"},
-		Allow: func(principal, model string) bool { return principal == "alice" || model == "public" }},
+		Allow: func(principal string, _ dlgrpc.Op, model string) bool {
+			return principal == "alice" || model == "public"
+		}},
 		echoModel("private", x), echoModel("public", x), headers)
 	in := []Input{{Name: "x", Tensor: newRaw(t, dlpack.Float32, 4)}}
 	// Plaintext against TLS fails.
@@ -37,7 +40,7 @@ func TestSecurity(t *testing.T) {
 	wantStatus(t, err, codes.Unauthenticated, "unknown bearer token")
 	bob := dial(t, addr, ClientOptions{TLS: p.client, Token: "other"})
 	_, err = bob.Infer(ctxT(t), &InferRequest{Model: "private", Inputs: in})
-	wantStatus(t, err, codes.PermissionDenied, `"bob" may not use model "private"`)
+	wantStatus(t, err, codes.PermissionDenied, `"bob" may not infer "private"`)
 	_, err = bob.ModelMetadata(ctxT(t), "private", "")
 	wantStatus(t, err, codes.PermissionDenied)
 	if ok, err := bob.ModelReady(ctxT(t), "private", ""); ok || err == nil {

@@ -2,54 +2,20 @@ package dloip
 
 import (
 	"context"
-	"crypto/subtle"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/dloip/internal/pb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// Options configure a Server. The zero Options serve plaintext to anyone,
-// which suits only tests on loopback.
-type Options struct {
-	// Name and Version are what ServerMetadata answers ("dloip" and ""
-	// when empty).
-	Name, Version string
-	// TLS, when set, is the server's TLS configuration (certificates,
-	// client authentication).
-	TLS *tls.Config
-	// Tokens maps each accepted bearer token to the principal it
-	// authenticates. When set, every call needs the gRPC metadata
-	// "authorization: Bearer <token>" (what tritonclient sends with
-	// headers={"authorization": "Bearer ..."}); a missing or unknown token
-	// gets codes.Unauthenticated.
-	Tokens map[string]string
-	// Allow, when set, decides per principal ("" without Tokens) and model
-	// whether the model may be used (ModelReady, ModelMetadata,
-	// ModelInfer); a refusal gets codes.PermissionDenied.
-	Allow func(principal, model string) bool
-	// MaxMessageBytes bounds every gRPC message either way
-	// (DefaultMaxMessageBytes when zero); a larger request gets
-	// codes.ResourceExhausted from gRPC, and a response that would exceed
-	// it fails the call with codes.ResourceExhausted.
-	MaxMessageBytes int
-	// MaxTensorBytes bounds the bytes of the inputs of one request,
-	// shared-memory ones included (codes.ResourceExhausted). Zero: no
-	// bound beyond the message limit.
-	MaxTensorBytes int64
-}
 
 // Server serves Models over the Open Inference Protocol's gRPC service
 // (inference.GRPCInferenceService), to any client of the protocol:
@@ -57,9 +23,10 @@ type Options struct {
 // it with NewServer, Register models, Serve a listener, Shutdown at the
 // end.
 type Server struct {
-	opts   Options
-	grpc   *grpc.Server
-	mu     sync.RWMutex
+	opts Options
+	srv  *dlgrpc.Server
+	mu   sync.RWMutex
+	// models: the registered models by name.
 	models map[string]*served
 	// regions: the registered shared-memory regions (shm.go).
 	regions map[string]*region
@@ -78,41 +45,24 @@ type served struct {
 	meta ModelMetadata
 }
 
-type principalKey struct{}
-
 // NewServer makes a Server; nothing listens until Serve.
 func NewServer(opts Options) *Server {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
-	}
 	if opts.Name == "" {
 		opts.Name = "dloip"
 	}
-	s := &Server{opts: opts, models: map[string]*served{}, regions: map[string]*region{}}
-	window, connWindow, rbuf, wbuf := transportSizes(opts.MaxMessageBytes)
-	gopts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(newCodec()),
-		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
-		grpc.MaxSendMsgSize(opts.MaxMessageBytes),
-		grpc.StaticStreamWindowSize(window),
-		grpc.StaticConnWindowSize(connWindow),
-		grpc.ReadBufferSize(rbuf),
-		grpc.WriteBufferSize(wbuf),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := s.authenticate(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}),
+	if opts.MaxRegions <= 0 {
+		opts.MaxRegions = DefaultMaxRegions
 	}
-	if opts.TLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
-	}
-	s.grpc = grpc.NewServer(gopts...)
+	s := &Server{models: map[string]*served{}, regions: map[string]*region{}}
+	s.srv = dlgrpc.NewServer("dloip", opts.shared(), DefaultMaxMessageBytes, 0)
+	// the shared options, their defaults filled in
+	so := s.srv.Options()
+	opts.Logger, opts.MaxMessageBytes, opts.MaxTensorBytes, opts.MaxConcurrentCalls = so.Logger, so.MaxMessageBytes, so.MaxTensorBytes, so.MaxConcurrentCalls
+	opts.StallTimeout, opts.HandshakeTimeout, opts.Allocator = so.StallTimeout, so.HandshakeTimeout, so.Allocator
+	s.opts = opts
 	// The generated service, but ModelInfer decodes and encodes through
-	// the codec's own message types (raw contents not copied by protobuf).
+	// the shared wire layer's messages (raw contents not copied by
+	// protobuf).
 	desc := pb.GRPCInferenceService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	for i := range desc.Methods {
@@ -120,7 +70,7 @@ func NewServer(opts Options) *Server {
 			desc.Methods[i].Handler = inferHandler
 		}
 	}
-	s.grpc.RegisterService(&desc, service{s: s})
+	s.srv.RegisterService(&desc, service{s: s})
 	return s
 }
 
@@ -169,8 +119,8 @@ func (s *Server) Unregister(name string) bool {
 	return ok
 }
 
-// Serve serves on lis until Shutdown.
-func (s *Server) Serve(lis net.Listener) error { return s.grpc.Serve(lis) }
+// Serve serves on lis until Shutdown; it returns nil then.
+func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 
 // Shutdown stops accepting calls, waits for the running ones, and
 // stops; the shared-memory regions are unregistered (each unmapped once
@@ -179,7 +129,7 @@ func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.grpc.GracefulStop()
+	s.srv.GracefulStop()
 	s.mu.Lock()
 	regions := s.regions
 	s.regions = map[string]*region{}
@@ -189,48 +139,17 @@ func (s *Server) Shutdown() {
 	}
 }
 
-// authenticate checks the bearer token when Tokens is set and puts the
-// principal in the context.
-func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	if s.opts.Tokens == nil {
-		return context.WithValue(ctx, principalKey{}, ""), nil
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	var token string
-	for _, v := range md.Get("authorization") {
-		// the scheme is case-insensitive (RFC 9110 11.1): "bearer" too
-		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-			token = v[len("Bearer "):]
-		}
-	}
-	if token == "" {
-		return nil, status.Error(codes.Unauthenticated, "dloip: no bearer token in the authorization metadata")
-	}
-	principal, found := "", false
-	for t, p := range s.opts.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
-			principal, found = p, true
-		}
-	}
-	if !found {
-		return nil, status.Error(codes.Unauthenticated, "dloip: unknown bearer token")
-	}
-	return context.WithValue(ctx, principalKey{}, principal), nil
-}
-
-// model finds a model the caller may use, at version ("" for any).
-func (s *Server) model(ctx context.Context, name, version string) (*served, error) {
+// model finds a model the caller may use for op, at version ("" for
+// any).
+func (s *Server) model(ctx context.Context, op dlgrpc.Op, name, version string) (*served, error) {
 	s.mu.RLock()
 	m := s.models[name]
 	s.mu.RUnlock()
 	if m == nil {
 		return nil, status.Errorf(codes.NotFound, "dloip: model %q: %v", name, ErrNotFound)
 	}
-	if s.opts.Allow != nil {
-		p, _ := ctx.Value(principalKey{}).(string)
-		if !s.opts.Allow(p, name) {
-			return nil, status.Errorf(codes.PermissionDenied, "dloip: %q may not use model %q", p, name)
-		}
+	if err := s.srv.Allowed(ctx, op, name); err != nil {
+		return nil, err
 	}
 	if version != "" && len(m.meta.Versions) > 0 && !slices.Contains(m.meta.Versions, version) {
 		return nil, status.Errorf(codes.NotFound, "dloip: model %q has no version %q (it has %q)", name, version, m.meta.Versions)
@@ -255,7 +174,7 @@ func (v service) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 // use is ready; an unknown one is not (no error, as Triton answers).
 func (v service) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
 	s := v.s
-	_, err := s.model(ctx, r.GetName(), r.GetVersion())
+	_, err := s.model(ctx, dlgrpc.OpRead, r.GetName(), r.GetVersion())
 	if status.Code(err) == codes.NotFound {
 		return &pb.ModelReadyResponse{Ready: false}, nil
 	}
@@ -275,7 +194,7 @@ func (v service) ServerMetadata(context.Context, *pb.ServerMetadataRequest) (*pb
 // ModelMetadata implements the protocol.
 func (v service) ModelMetadata(ctx context.Context, r *pb.ModelMetadataRequest) (*pb.ModelMetadataResponse, error) {
 	s := v.s
-	m, err := s.model(ctx, r.GetName(), r.GetVersion())
+	m, err := s.model(ctx, dlgrpc.OpRead, r.GetName(), r.GetVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -283,12 +202,19 @@ func (v service) ModelMetadata(ctx context.Context, r *pb.ModelMetadataRequest) 
 		Inputs: tensorMetaPB(m.meta.Inputs), Outputs: tensorMetaPB(m.meta.Outputs)}, nil
 }
 
+const methodInfer = "/inference.GRPCInferenceService/ModelInfer"
+
 func inferHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-	in := &inInfer{msg: new(pb.ModelInferRequest), field: fieldRawInput}
+	s := srv.(service).s
+	in := newInInfer(new(pb.ModelInferRequest), fieldRawInput, s.opts.Allocator, s.opts.MaxTensorBytes)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
-	s := srv.(service).s
+	if in.err != nil {
+		// a malformed message or one beyond a limit: the status its
+		// error has, rather than gRPC's codes.Internal
+		return nil, statusOf(fmt.Errorf("dloip: request: %w", in.err))
+	}
 	if interceptor == nil {
 		return s.infer(ctx, in)
 	}
@@ -299,15 +225,19 @@ func inferHandler(srv any, ctx context.Context, dec func(any) error, interceptor
 }
 
 // infer runs one ModelInfer.
-func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
+func (s *Server) infer(ctx context.Context, in *inInfer) (_ any, err error) {
+	defer in.freeRest()
 	r := in.msg.(*pb.ModelInferRequest)
-	m, err := s.model(ctx, r.GetModelName(), r.GetModelVersion())
+	m, err := s.model(ctx, dlgrpc.OpInfer, r.GetModelName(), r.GetModelVersion())
 	if err != nil {
 		return nil, err
 	}
-	req, err := s.request(m, r, in)
-	if err != nil {
+	fail := func(err error) (any, error) {
 		return nil, statusOf(fmt.Errorf("dloip: model %q: %w", m.meta.Name, err))
+	}
+	req, err := s.request(ctx, m, r, in)
+	if err != nil {
+		return fail(err)
 	}
 	// The inputs are released once the outputs are taken: an output may
 	// be an input, or share its memory.
@@ -316,33 +246,40 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (any, error) {
 			t.Close()
 		}
 	}()
-	outs, err := m.m.Infer(ctx, req)
-	defer func() {
-		for _, o := range outs {
-			if o.Release != nil {
-				o.Release()
-			}
-		}
-	}()
+	var outs []Output
+	err = s.srv.Call(fmt.Sprintf("model %q", m.meta.Name), func() (err error) {
+		outs, err = m.m.Infer(ctx, req)
+		return err
+	})
+	defer s.releaseOutputs(m.meta.Name, outs)
 	if err != nil {
-		return nil, statusOf(fmt.Errorf("dloip: model %q: %w", m.meta.Name, err))
+		return fail(err)
 	}
-	resp, err := s.response(m, r, req.Outputs, outs)
+	resp, err := s.response(ctx, m, r, req.Outputs, outs)
 	if err != nil {
-		return nil, statusOf(fmt.Errorf("dloip: model %q: %w", m.meta.Name, err))
+		return fail(err)
 	}
 	return resp, nil
 }
 
+// releaseOutputs runs the Release of each output that has one.
+func (s *Server) releaseOutputs(model string, outs []Output) {
+	for _, o := range outs {
+		if o.Release != nil {
+			_ = s.srv.Call(fmt.Sprintf("model %q: output %q: Release", model, o.Name), func() error { o.Release(); return nil })
+		}
+	}
+}
+
 // request checks a received request against the model's metadata and
 // makes its inputs.
-func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Request, error) {
+func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest, in *inInfer) (*Request, error) {
 	ws := make([]wireTensor, len(r.Inputs))
 	for i, t := range r.Inputs {
 		ws[i] = wireTensor{name: t.GetName(), datatype: t.GetDatatype(), shape: t.GetShape(), params: t.GetParameters(), contents: t.GetContents()}
 	}
-	// Shapes and datatypes first, against the metadata, before any
-	// memory is placed.
+	// Shapes and datatypes first, against the metadata and the limits,
+	// before any memory is placed.
 	var total int64
 	for _, w := range ws {
 		meta, ok := findMeta(m.meta.Inputs, w.name)
@@ -366,9 +303,9 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Requ
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("input %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
 				Why: fmt.Sprintf("the model takes %v", meta.Shape)}
 		}
-		if total += n; s.opts.MaxTensorBytes > 0 && total > s.opts.MaxTensorBytes {
+		if total += n; total > s.opts.MaxTensorBytes {
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("input %q", w.name), Value: fmt.Sprintf("%d bytes of inputs", total), Err: ErrLimit,
-				Why: fmt.Sprintf("the server takes %d at most", s.opts.MaxTensorBytes)}
+				Why: fmt.Sprintf("the server takes %d at most (MaxTensorBytes)", s.opts.MaxTensorBytes)}
 		}
 	}
 	for _, meta := range m.meta.Inputs {
@@ -389,7 +326,7 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Requ
 	}
 	shm := &shmPlacer{
 		is: func(w wireTensor) bool { _, ok := w.params[ParamRegion]; return ok },
-		make: func(w wireTensor) (*Tensor, error) {
+		make: func(w wireTensor, _ bool) (*Tensor, error) {
 			field := fmt.Sprintf("input %q", w.name)
 			name, off, n, _, err := shmParams(field, w.params)
 			if err != nil {
@@ -400,10 +337,10 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Requ
 				return nil, &dlpack.FieldError{Field: field + ": " + ParamByteSize, Value: n, Err: ErrInvalid,
 					Why: fmt.Sprintf("%s %v needs %d bytes", w.datatype, w.shape, want)}
 			}
-			return s.regionTensor(w, name, off, n)
+			return s.regionTensor(ctx, w, name, off, n)
 		},
 	}
-	ts, err := place("input", "raw_input_contents", ws, in.raws, in.frees, shm)
+	ts, err := place("input", "raw_input_contents", ws, in, shm)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +351,7 @@ func (s *Server) request(m *served, r *pb.ModelInferRequest, in *inInfer) (*Requ
 // response takes the model's outputs (those asked for, all when none
 // were) and makes the message to send from their own memory; the
 // tensors are released once gRPC has written them.
-func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (*outInfer, error) {
+func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (*outInfer, error) {
 	msg := &pb.ModelInferResponse{ModelName: m.meta.Name, ModelVersion: r.GetModelVersion(), Id: r.GetId()}
 	if len(asked) == 0 {
 		for _, o := range m.meta.Outputs {
@@ -437,17 +374,21 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 		if err != nil {
 			return fail(err)
 		}
-		t, err := take("output", name, outs[i].Tensor)
-		if err != nil {
+		var t taken
+		if err := s.srv.Call(fmt.Sprintf("model %q: output %q", m.meta.Name, name), func() (err error) {
+			t, err = take("output", name, outs[i].Tensor)
+			return err
+		}); err != nil {
 			return fail(err)
 		}
 		held = append(held, t)
 		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == name }); j >= 0 {
-			if ok, err := s.writeRegion(name, r.Outputs[j].GetParameters(), t.data); err != nil {
+			if ok, err := s.writeRegion(ctx, name, r.Outputs[j].GetParameters(), t.data); err != nil {
 				return fail(err)
 			} else if ok {
 				// In shared memory: an empty raw entry keeps the raw
-				// contents in step with the outputs, as Triton does.
+				// contents in step with the outputs, as Triton does, and
+				// the output's parameters name the region.
 				raws = append(raws, []byte{})
 				mapped = append(mapped, false)
 				msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: r.Outputs[j].GetParameters()})
@@ -458,7 +399,10 @@ func (s *Server) response(m *served, r *pb.ModelInferRequest, asked []string, ou
 		mapped = append(mapped, t.mapped)
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
-	return newResponse(msg, raws, mapped, newHolding(func() { closeAll(held) })), nil
+	h := s.srv.NewHold(func() { closeAll(held) })
+	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
+	out.once = dlgrpc.DropOnce(h, out)
+	return out, nil
 }
 
 func findMeta(ts []TensorMetadata, name string) (TensorMetadata, bool) {
@@ -495,25 +439,13 @@ func shapeFits(meta, shape []int64) bool {
 	return true
 }
 
-// statusOf gives an error its gRPC status code.
+// statusOf gives an error its gRPC status code (dlgrpc.Status, and
+// ErrNotFound codes.NotFound).
 func statusOf(err error) error {
-	if err == nil {
-		return nil
+	if errors.Is(err, ErrNotFound) {
+		if _, ok := status.FromError(err); !ok {
+			return status.Error(codes.NotFound, err.Error())
+		}
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	switch {
-	case errors.Is(err, ErrLimit):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, ErrInvalid), errors.Is(err, errMessage), errors.Is(err, ErrDatatype), errors.Is(err, ErrShape):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
+	return dlgrpc.Status(err, ErrInvalid, ErrDatatype)
 }

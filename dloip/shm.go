@@ -7,11 +7,12 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"unsafe"
 
+	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/dloip/internal/pb"
 	"github.com/godlpack/dlpack/internal/fault"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -34,6 +35,7 @@ var shmDir = "/dev/shm"
 // region is a registered span of a shared-memory object, mapped.
 type region struct {
 	name, key    string
+	principal    string // who registered it: the only one who may use it
 	offset, size uint64
 	mapping      []byte // the pages mapped
 	data         []byte // the region within them
@@ -44,7 +46,7 @@ type region struct {
 
 func (r *region) drop() {
 	if r.refs.Add(-1) == 0 {
-		syscall.Munmap(r.mapping)
+		_ = unix.Munmap(r.mapping)
 	}
 }
 
@@ -57,20 +59,62 @@ func (r *region) span(field string, off, n uint64) ([]byte, error) {
 	return r.data[off : off+n], nil
 }
 
+// openObject opens the shared-memory object key, which must name a
+// regular file directly in shmDir, owned by this process's effective
+// user and writable by no one else: the key is one name, no "/", "."
+// or ".."; the file is opened without following a link (O_NOFOLLOW) and
+// without blocking on a FIFO (O_NONBLOCK), relative to the directory,
+// itself opened without following a link; its kind, owner and mode are
+// checked on the opened file, so that nothing can be swapped in between.
+func openObject(name, key string) (*os.File, error) {
+	bad := func(why string) error {
+		return status.Errorf(codes.InvalidArgument, "dloip: shared-memory region %q: key %q: %s", name, key, why)
+	}
+	k := strings.TrimPrefix(key, "/")
+	if k == "" || strings.ContainsAny(k, "/\x00") || k == "." || k == ".." {
+		return nil, bad("not the name of a shared-memory object (one name, as shm_open takes it)")
+	}
+	dir, err := unix.Open(shmDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "dloip: shared-memory region %q: %s: %v", name, shmDir, err)
+	}
+	defer unix.Close(dir)
+	fd, err := unix.Openat(dir, k, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, bad("a symbolic link, which is not followed")
+		}
+		return nil, bad(err.Error())
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, status.Errorf(codes.Internal, "dloip: shared-memory region %q: %v", name, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		unix.Close(fd)
+		return nil, bad(fmt.Sprintf("not a regular file (mode %#o)", st.Mode&unix.S_IFMT))
+	case int(st.Uid) != os.Geteuid():
+		unix.Close(fd)
+		return nil, bad(fmt.Sprintf("owned by user %d, not by the server's (%d)", st.Uid, os.Geteuid()))
+	case st.Mode&0o022 != 0:
+		unix.Close(fd)
+		return nil, bad(fmt.Sprintf("mode %#o lets others write it", st.Mode&0o777))
+	}
+	return os.NewFile(uintptr(fd), shmDir+"/"+k), nil
+}
+
 // mapRegion maps byteSize bytes at offset of the shared-memory object
 // key, after checking that the object holds them (a page past its end
 // would fault when touched).
 func mapRegion(name, key string, offset, byteSize uint64) (*region, error) {
-	k := strings.TrimPrefix(key, "/")
-	if k == "" || strings.ContainsAny(k, "/\x00") || k == "." || k == ".." {
-		return nil, status.Errorf(codes.InvalidArgument, "dloip: shared-memory region %q: key %q is not the name of a shared-memory object", name, key)
-	}
 	if byteSize == 0 || byteSize > 1<<46 || offset > 1<<46 {
 		return nil, status.Errorf(codes.InvalidArgument, "dloip: shared-memory region %q: byte size %d at offset %d", name, byteSize, offset)
 	}
-	f, err := os.OpenFile(shmDir+"/"+k, os.O_RDWR, 0)
+	f, err := openObject(name, key)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "dloip: shared-memory region %q: key %q: %v", name, key, err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -82,7 +126,7 @@ func mapRegion(name, key string, offset, byteSize uint64) (*region, error) {
 	}
 	page := uint64(os.Getpagesize())
 	start := offset / page * page
-	m, err := syscall.Mmap(int(f.Fd()), int64(start), int(offset-start+byteSize), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	m, err := unix.Mmap(int(f.Fd()), int64(start), int(offset-start+byteSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "dloip: shared-memory region %q: map: %v", name, err)
 	}
@@ -91,27 +135,42 @@ func mapRegion(name, key string, offset, byteSize uint64) (*region, error) {
 	return r, nil
 }
 
-// SystemSharedMemoryRegister implements the extension.
-func (v service) SystemSharedMemoryRegister(_ context.Context, q *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
+// SystemSharedMemoryRegister implements the extension. A region belongs
+// to the principal that registered it: only that principal may list,
+// use or unregister it.
+func (v service) SystemSharedMemoryRegister(ctx context.Context, q *pb.SystemSharedMemoryRegisterRequest) (*pb.SystemSharedMemoryRegisterResponse, error) {
 	s := v.s
 	if q.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "dloip: a shared-memory region needs a name")
 	}
+	if err := s.srv.Allowed(ctx, dlgrpc.OpSharedMemory, q.GetName()); err != nil {
+		return nil, err
+	}
+	room := func() error {
+		if _, dup := s.regions[q.GetName()]; dup {
+			return status.Errorf(codes.AlreadyExists, "dloip: shared-memory region %q is already registered", q.GetName())
+		}
+		if len(s.regions) >= s.opts.MaxRegions {
+			return status.Errorf(codes.ResourceExhausted, "dloip: %v: the server holds its %d shared-memory regions (MaxRegions)", ErrLimit, s.opts.MaxRegions)
+		}
+		return nil
+	}
 	s.mu.RLock()
-	_, dup := s.regions[q.GetName()]
+	err := room()
 	s.mu.RUnlock()
-	if dup {
-		return nil, status.Errorf(codes.AlreadyExists, "dloip: shared-memory region %q is already registered", q.GetName())
+	if err != nil {
+		return nil, err
 	}
 	r, err := mapRegion(q.GetName(), q.GetKey(), q.GetOffset(), q.GetByteSize())
 	if err != nil {
 		return nil, err
 	}
+	r.principal = dlgrpc.Principal(ctx)
 	s.mu.Lock()
-	if _, dup := s.regions[r.name]; dup {
+	if err := room(); err != nil {
 		s.mu.Unlock()
 		r.drop()
-		return nil, status.Errorf(codes.AlreadyExists, "dloip: shared-memory region %q is already registered", q.GetName())
+		return nil, err
 	}
 	s.regions[r.name] = r
 	s.mu.Unlock()
@@ -119,18 +178,26 @@ func (v service) SystemSharedMemoryRegister(_ context.Context, q *pb.SystemShare
 }
 
 // SystemSharedMemoryUnregister implements the extension: a region (every
-// region for the name "") is unmapped; one still used by a running
-// request or a tensor a model kept is not, and the call fails with
-// codes.FailedPrecondition.
-func (v service) SystemSharedMemoryUnregister(_ context.Context, q *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
+// region of the caller's for the name "") is unmapped; one still used by
+// a running request or a tensor a model kept is not, and the call fails
+// with codes.FailedPrecondition.
+func (v service) SystemSharedMemoryUnregister(ctx context.Context, q *pb.SystemSharedMemoryUnregisterRequest) (*pb.SystemSharedMemoryUnregisterResponse, error) {
 	s := v.s
+	if q.GetName() != "" {
+		if err := s.srv.Allowed(ctx, dlgrpc.OpSharedMemory, q.GetName()); err != nil {
+			return nil, err
+		}
+	}
+	p := dlgrpc.Principal(ctx)
 	s.mu.Lock()
 	var names []string
 	if q.GetName() == "" {
-		for n := range s.regions {
-			names = append(names, n)
+		for n, r := range s.regions {
+			if r.principal == p {
+				names = append(names, n)
+			}
 		}
-	} else if _, ok := s.regions[q.GetName()]; ok {
+	} else if r, ok := s.regions[q.GetName()]; ok && r.principal == p {
 		names = []string{q.GetName()}
 	}
 	var busy []string
@@ -155,14 +222,21 @@ func (v service) SystemSharedMemoryUnregister(_ context.Context, q *pb.SystemSha
 	return &pb.SystemSharedMemoryUnregisterResponse{}, nil
 }
 
-// SystemSharedMemoryStatus implements the extension.
-func (v service) SystemSharedMemoryStatus(_ context.Context, q *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
+// SystemSharedMemoryStatus implements the extension: the caller's
+// regions.
+func (v service) SystemSharedMemoryStatus(ctx context.Context, q *pb.SystemSharedMemoryStatusRequest) (*pb.SystemSharedMemoryStatusResponse, error) {
 	s := v.s
+	if q.GetName() != "" {
+		if err := s.srv.Allowed(ctx, dlgrpc.OpSharedMemory, q.GetName()); err != nil {
+			return nil, err
+		}
+	}
+	p := dlgrpc.Principal(ctx)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := &pb.SystemSharedMemoryStatusResponse{Regions: map[string]*pb.SystemSharedMemoryStatusResponse_RegionStatus{}}
 	for n, r := range s.regions {
-		if q.GetName() == "" || q.GetName() == n {
+		if r.principal == p && (q.GetName() == "" || q.GetName() == n) {
 			out.Regions[n] = &pb.SystemSharedMemoryStatusResponse_RegionStatus{Name: n, Key: r.key, Offset: r.offset, ByteSize: r.size}
 		}
 	}
@@ -172,12 +246,16 @@ func (v service) SystemSharedMemoryStatus(_ context.Context, q *pb.SystemSharedM
 	return out, nil
 }
 
-// acquireRegion takes a reference to the region name for a tensor.
-func (s *Server) acquireRegion(field, name string) (*region, error) {
+// acquireRegion takes a reference to the caller's region name for a
+// tensor or a write.
+func (s *Server) acquireRegion(ctx context.Context, field, name string) (*region, error) {
+	if err := s.srv.Allowed(ctx, dlgrpc.OpSharedMemory, name); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	r := s.regions[name]
-	if r == nil {
+	if r == nil || r.principal != dlgrpc.Principal(ctx) {
 		return nil, status.Errorf(codes.InvalidArgument, "dloip: %s: no shared-memory region %q is registered", field, name)
 	}
 	r.refs.Add(1)
@@ -225,9 +303,9 @@ func shmParams(field string, params map[string]*pb.InferParameter) (name string,
 
 // regionTensor makes an input that lies in a region: the registered
 // memory itself, read-only, holding the region until released.
-func (s *Server) regionTensor(w wireTensor, name string, off, n uint64) (*Tensor, error) {
+func (s *Server) regionTensor(ctx context.Context, w wireTensor, name string, off, n uint64) (*Tensor, error) {
 	field := fmt.Sprintf("input %q", w.name)
-	r, err := s.acquireRegion(field, name)
+	r, err := s.acquireRegion(ctx, field, name)
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +314,11 @@ func (s *Server) regionTensor(w wireTensor, name string, off, n uint64) (*Tensor
 		r.drop()
 		return nil, err
 	}
-	t, err := newTensor("input", w.name, w.datatype, w.shape, b, r.drop)
+	t, err := newTensor("input", w.name, w.datatype, w.shape, b, true, r.drop)
 	if err != nil {
 		r.drop()
 		return nil, err
 	}
-	t.readOnly = true
 	t.params = paramsOf(w.params)
 	return t, nil
 }
@@ -250,7 +327,7 @@ func (s *Server) regionTensor(w wireTensor, name string, off, n uint64) (*Tensor
 // output names, if it names one (ok false otherwise): one copy, from the
 // model's output into the client's memory. The region's byte size must
 // hold the output.
-func (s *Server) writeRegion(name string, params map[string]*pb.InferParameter, data []byte) (ok bool, err error) {
+func (s *Server) writeRegion(ctx context.Context, name string, params map[string]*pb.InferParameter, data []byte) (ok bool, err error) {
 	field := fmt.Sprintf("output %q", name)
 	rname, off, n, ok, err := shmParams(field, params)
 	if !ok || err != nil {
@@ -259,7 +336,7 @@ func (s *Server) writeRegion(name string, params map[string]*pb.InferParameter, 
 	if uint64(len(data)) > n {
 		return false, status.Errorf(codes.InvalidArgument, "dloip: %s: %s = %d, but the output has %d bytes", field, ParamByteSize, n, len(data))
 	}
-	r, err := s.acquireRegion(field, rname)
+	r, err := s.acquireRegion(ctx, field, rname)
 	if err != nil {
 		return false, err
 	}

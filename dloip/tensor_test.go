@@ -17,7 +17,7 @@ func TestMisalignedTensor(t *testing.T) {
 	for i := range buf {
 		buf[i] = byte(i)
 	}
-	x, err := newTensor("input", "x", "FP32", []int64{2, 2}, buf[8:24], nil)
+	x, err := newTensor("input", "x", "FP32", []int64{2, 2}, buf[8:24], false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

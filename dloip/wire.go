@@ -36,10 +36,11 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 		// A received tensor handed on (a model's input as its output):
 		// its bytes as they are, whatever their alignment, which sending
 		// does not need.
-		if !t.hold() {
-			return taken{}, fmt.Errorf("%s %q: %w", what, name, dlpack.ErrClosed)
+		release, err := t.Hold()
+		if err != nil {
+			return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
 		}
-		return taken{release: t.owner.ReleaseTensor, datatype: t.datatype, shape: t.Shape(), data: t.data, mapped: t.readOnly}, nil
+		return taken{release: release, datatype: t.datatype, shape: t.Shape(), data: t.Bytes(), mapped: t.ReadOnly()}, nil
 	}
 	f, err := dlpack.From(p, dlpack.RequireDevice(dlpack.CPUDevice))
 	if err != nil {
@@ -103,10 +104,12 @@ func hasValues(c *pb.InferTensorContents) bool {
 }
 
 // shmPlacer places the tensors of a message that lie in shared memory:
-// is tells which do, make makes one.
+// is tells which do, make makes one (emptyRaw: the message has an empty
+// raw entry for it, as a response from Triton says that it wrote the
+// output into its region).
 type shmPlacer struct {
 	is   func(w wireTensor) bool
-	make func(w wireTensor) (*Tensor, error)
+	make func(w wireTensor, emptyRaw bool) (*Tensor, error)
 	// rawToo: the raw contents have an (empty) entry for each tensor in
 	// shared memory too, as responses do (Triton keeps the entries in
 	// step with the outputs); requests have entries only for the others.
@@ -114,11 +117,13 @@ type shmPlacer struct {
 }
 
 // place gives each tensor of a received message its memory: shared
-// memory (shm, may be nil), raw contents in order, or typed contents.
-// what is "input" or "output", rawField the message's raw field name;
-// frees[k], when set, gives raws[k] back to its pool once its Tensor is
-// released. On error every tensor made is released.
-func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func(), shm *shmPlacer) (ts []*Tensor, err error) {
+// memory (shm, may be nil), raw contents in order (in's, each freed once
+// its Tensor is released), or typed contents. what is "input" or
+// "output", rawField the message's raw field name. On error every
+// tensor made is released; the raw contents no tensor took are freed.
+func place(what, rawField string, ws []wireTensor, in *inInfer, shm *shmPlacer) (ts []*Tensor, err error) {
+	defer in.freeRest()
+	raws := in.raws
 	defer func() {
 		if err != nil {
 			for _, t := range ts {
@@ -154,14 +159,20 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func()
 		var t *Tensor
 		switch {
 		case inShm[i]:
+			emptyRaw := false
 			if shm.rawToo && len(raws) > 0 {
 				if len(raws[k]) > 0 {
 					return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: raw contents", what, w.name), Value: len(raws[k]), Err: ErrInvalid,
-						Why: "the tensor is in shared memory"}
+						Why: "the tensor was asked for in shared memory, and the server sent its bytes instead of writing them there"}
 				}
+				emptyRaw = true
 				k++
 			}
-			if t, err = shm.make(w); err != nil {
+			if hasValues(w.contents) {
+				return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: contents", what, w.name), Value: "typed", Err: ErrInvalid,
+					Why: "the tensor is in shared memory"}
+			}
+			if t, err = shm.make(w, emptyRaw); err != nil {
 				return ts, err
 			}
 			ts = append(ts, t)
@@ -170,12 +181,11 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func()
 			return ts, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: contents", what, w.name), Value: "typed and raw", Err: ErrInvalid,
 				Why: "a tensor travels in typed contents or in " + rawField + ", not both"}
 		case len(raws) > 0:
-			var free func()
-			if k < len(frees) {
-				free = frees[k]
-			}
-			t, err = newTensor(what, w.name, w.datatype, w.shape, raws[k], free)
+			raw, free := in.take(k)
 			k++
+			if t, err = newTensor(what, w.name, w.datatype, w.shape, raw, false, free); err != nil && free != nil {
+				free()
+			}
 		default:
 			t, err = typed(what, w)
 		}
@@ -188,7 +198,9 @@ func place(what, rawField string, ws []wireTensor, raws [][]byte, frees []func()
 	return ts, nil
 }
 
-// typed decodes typed contents into a buffer of their own.
+// typed decodes typed contents into a buffer of their own. The count of
+// values is checked against the shape before the buffer is allocated:
+// a shape is only what a peer declares, the values are what it sent.
 func typed(what string, w wireTensor) (*Tensor, error) {
 	dt, err := ParseDatatype(w.datatype)
 	if err != nil {
@@ -204,12 +216,32 @@ func typed(what string, w wireTensor) (*Tensor, error) {
 		c = &pb.InferTensorContents{}
 	}
 	field := fmt.Sprintf("%s %q: contents", what, w.name)
-	count := func(got int, list string) error {
-		if int64(got) != elems {
-			return &dlpack.FieldError{Field: field + "." + list, Value: fmt.Sprintf("%d values", got), Err: ErrInvalid,
-				Why: fmt.Sprintf("%s %v has %d elements", w.datatype, w.shape, elems)}
+	var got int
+	var list string
+	switch w.datatype {
+	case "BOOL":
+		got, list = len(c.BoolContents), "bool_contents"
+	case "INT8", "INT16", "INT32":
+		got, list = len(c.IntContents), "int_contents"
+	case "INT64":
+		got, list = len(c.Int64Contents), "int64_contents"
+	case "UINT8", "UINT16", "UINT32":
+		got, list = len(c.UintContents), "uint_contents"
+	case "UINT64":
+		got, list = len(c.Uint64Contents), "uint64_contents"
+	case "FP32":
+		got, list = len(c.Fp32Contents), "fp32_contents"
+	case "FP64":
+		got, list = len(c.Fp64Contents), "fp64_contents"
+	default: // FP16, BF16: the protocol has no typed list for them
+		if elems > 0 || hasValues(c) {
+			return nil, &dlpack.FieldError{Field: field, Value: w.datatype, Err: ErrInvalid,
+				Why: w.datatype + " travels only as raw contents"}
 		}
-		return nil
+	}
+	if list != "" && int64(got) != elems {
+		return nil, &dlpack.FieldError{Field: field + "." + list, Value: fmt.Sprintf("%d values", got), Err: ErrInvalid,
+			Why: fmt.Sprintf("%s %v has %d elements", w.datatype, w.shape, elems)}
 	}
 	rangeErr := func(list string, i int, v any) error {
 		return &dlpack.FieldError{Field: fmt.Sprintf("%s.%s[%d]", field, list, i), Value: v, Err: ErrInvalid, Why: "out of range for " + w.datatype}
@@ -221,18 +253,12 @@ func typed(what string, w wireTensor) (*Tensor, error) {
 	size := dt.ItemSize()
 	switch w.datatype {
 	case "BOOL":
-		if err := count(len(c.BoolContents), "bool_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.BoolContents {
 			if v {
 				b[i] = 1
 			}
 		}
 	case "INT8", "INT16", "INT32":
-		if err := count(len(c.IntContents), "int_contents"); err != nil {
-			return nil, err
-		}
 		lim := int64(1) << (8*size - 1)
 		for i, v := range c.IntContents {
 			if int64(v) < -lim || int64(v) >= lim {
@@ -241,16 +267,10 @@ func typed(what string, w wireTensor) (*Tensor, error) {
 			putLE(b[i*size:], uint64(v), size)
 		}
 	case "INT64":
-		if err := count(len(c.Int64Contents), "int64_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.Int64Contents {
 			binary.LittleEndian.PutUint64(b[8*i:], uint64(v))
 		}
 	case "UINT8", "UINT16", "UINT32":
-		if err := count(len(c.UintContents), "uint_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.UintContents {
 			if size < 4 && uint64(v) >= 1<<(8*size) {
 				return nil, rangeErr("uint_contents", i, v)
@@ -258,33 +278,19 @@ func typed(what string, w wireTensor) (*Tensor, error) {
 			putLE(b[i*size:], uint64(v), size)
 		}
 	case "UINT64":
-		if err := count(len(c.Uint64Contents), "uint64_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.Uint64Contents {
 			binary.LittleEndian.PutUint64(b[8*i:], v)
 		}
 	case "FP32":
-		if err := count(len(c.Fp32Contents), "fp32_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.Fp32Contents {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 		}
 	case "FP64":
-		if err := count(len(c.Fp64Contents), "fp64_contents"); err != nil {
-			return nil, err
-		}
 		for i, v := range c.Fp64Contents {
 			binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(v))
 		}
-	default: // FP16, BF16: the protocol has no typed list for them
-		if elems > 0 || hasValues(c) {
-			return nil, &dlpack.FieldError{Field: field, Value: w.datatype, Err: ErrInvalid,
-				Why: w.datatype + " travels only as raw contents"}
-		}
 	}
-	t, err := newTensor(what, w.name, w.datatype, w.shape, b, nil)
+	t, err := newTensor(what, w.name, w.datatype, w.shape, b, false, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,8 @@ require (
 	github.com/yalue/onnxruntime_go v1.27.0
 )
 
+require github.com/godlpack/dlpack/dlgrpc v0.1.0 // indirect
+
 require (
 	github.com/godlpack/dlpack/dlonnx v0.1.0
 	golang.org/x/net v0.60.0 // indirect
