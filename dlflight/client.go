@@ -2,75 +2,21 @@ package dlflight
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// ClientOptions configure a Client, mirroring Options.
-type ClientOptions struct {
-	// TLS, when set, is the client's TLS configuration (the roots that
-	// verify the server); nil dials plaintext.
-	TLS *tls.Config
-	// Token, when set, is sent with every call as the gRPC metadata
-	// "authorization: Bearer <Token>".
-	Token string
-	// MaxMessageBytes bounds every message either way
-	// (DefaultMaxMessageBytes when zero); larger tensors are split on Put.
-	MaxMessageBytes int
-	// MaxGetBytes bounds the bytes (message bodies and headers) one Get
-	// receives (DefaultMaxGetBytes
-	// when zero; negative: no bound): a server that sends more, such as
-	// one that streams rows without end under a schema that does not give
-	// the tensor's shape, fails the Get with an error wrapping ErrLimit,
-	// and what arrived is released.
-	MaxGetBytes int64
-	// Allocator allocates received bodies (aligned to 64 bytes). When
-	// nil, bodies under 1 MiB come from memory.DefaultAllocator, and
-	// larger ones from buffers that earlier bodies of about the same size
-	// (within 12.5%) left when their tensors were released, which spares
-	// the kernel faulting fresh pages in; the garbage collector empties
-	// that pool when it goes unused.
-	Allocator memory.Allocator
-	// Transport sizes gRPC's flow-control windows and socket buffers.
-	Transport Transport
-	// Streams is how many endpoints of one tensor Get fetches at once,
-	// each on its own stream (DefaultStreams when zero), and how many
-	// ranges Put sends at once.
-	Streams int
-	// PutRangeBytes, when positive, makes Put send a tensor larger than
-	// this as ranges of rows of about this many bytes, on up to Streams
-	// DoPuts at once, which a dlflight Server assembles in one buffer and
-	// stores once every range has arrived. Zero: one stream, which any
-	// Flight server takes (the ranges are a dlflight protocol).
-	PutRangeBytes int64
-	// TrustLocation decides which other servers Get may fetch rows from
-	// when a FlightInfo names them. Get dials a location it follows with
-	// these options, Token included, so this is what keeps the token from
-	// going wherever a server's answer points. It is called with the
-	// location's "host:port" and whether it speaks TLS; a location it
-	// refuses is not dialled, and counts as a failed replica, with an
-	// error wrapping ErrLocation. When nil, only locations on the host
-	// this client was dialled with (the same name or address, compared
-	// as written, any port) are followed.
-	TrustLocation func(addr string, tls bool) bool
-}
 
 // Client fetches and sends tensors of a Flight server: a dlflight Server
 // or any Flight service that streams one fixed_shape_tensor column
@@ -78,10 +24,10 @@ type ClientOptions struct {
 // goroutines at once.
 type Client struct {
 	opts ClientOptions
-	// host is the host of the address Dial was given, the one whose
-	// locations Get follows unless TrustLocation says otherwise.
-	host string
-	conn *grpc.ClientConn
+	// addr is the address Dial was given, the one whose locations Get
+	// follows unless TrustLocation says otherwise.
+	addr string
+	conn *dlgrpc.Conn
 	fc   flight.FlightServiceClient
 	// closed is set by the first Close.
 	closed atomic.Bool
@@ -94,42 +40,19 @@ type Client struct {
 // Dial makes a Client of the server at addr ("host:port"); the connection
 // is made on first use.
 func Dial(addr string, opts ClientOptions) (*Client, error) {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if opts.MaxGetBytes == 0 {
-		opts.MaxGetBytes = DefaultMaxGetBytes
-	}
-	if opts.Allocator == nil {
-		opts.Allocator = bodies
-	}
 	if opts.Streams <= 0 {
 		opts.Streams = DefaultStreams
 	}
-	creds := insecure.NewCredentials()
-	if opts.TLS != nil {
-		creds = credentials.NewTLS(opts.TLS)
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultRangeStallTimeout
 	}
-	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithStaticStreamWindowSize(window), grpc.WithStaticConnWindowSize(connWindow),
-		grpc.WithReadBufferSize(rbuf), grpc.WithWriteBufferSize(wbuf),
-		experimental.WithBufferPool(frames),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()),
-			grpc.MaxCallRecvMsgSize(opts.MaxMessageBytes), grpc.MaxCallSendMsgSize(opts.MaxMessageBytes)))
+	conn, err := dlgrpc.Dial("dlflight", addr, opts.shared(), DefaultMaxMessageBytes)
 	if err != nil {
-		return nil, fmt.Errorf("dlflight: dial %s: %w", addr, err)
+		return nil, err
 	}
-	return &Client{opts: opts, host: hostOf(addr), conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
-}
-
-// hostOf is the host of a "host:port" address, or the address itself
-// when it has no port.
-func hostOf(addr string) string {
-	if host, _, err := net.SplitHostPort(addr); err == nil {
-		return host
-	}
-	return addr
+	so := conn.Options()
+	opts.Logger, opts.MaxMessageBytes, opts.MaxTensorBytes, opts.Allocator = so.Logger, so.MaxMessageBytes, so.MaxTensorBytes, so.Allocator
+	return &Client{opts: opts, addr: addr, conn: conn, fc: flight.NewFlightServiceClient(conn)}, nil
 }
 
 // Close closes the connection. Calling it again does nothing and
@@ -157,12 +80,10 @@ func (c *Client) errIfClosed(call string) error {
 	return nil
 }
 
-func (c *Client) ctx(ctx context.Context) context.Context {
-	if c.opts.Token == "" {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.opts.Token)
-}
+func (c *Client) ctx(ctx context.Context) context.Context { return c.conn.Outgoing(ctx) }
+
+// maxGet is the bound on the bytes one Get receives (0: none).
+func (c *Client) maxGet() int64 { return max(c.opts.MaxTensorBytes, 0) }
 
 // List describes the tensors the server lets the caller read.
 func (c *Client) List(ctx context.Context) ([]Info, error) {
@@ -286,21 +207,21 @@ func (c *Client) Get(ctx context.Context, name string) (*Tensor, error) {
 			return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
 		}
 		if several {
-			if max(c.opts.MaxGetBytes, 0) > 0 && l.nbytes > c.opts.MaxGetBytes {
-				return nil, fmt.Errorf("dlflight: get %q: %w: the tensor's %d bytes exceed MaxGetBytes %d", name, errLimit, l.nbytes, c.opts.MaxGetBytes)
+			if c.maxGet() > 0 && l.nbytes > c.maxGet() {
+				return nil, fmt.Errorf("dlflight: get %q: %w: the tensor's %d bytes exceed MaxTensorBytes %d", name, errLimit, l.nbytes, c.maxGet())
 			}
 			return c.getParallel(ctx, name, l, eps)
 		}
 	}
 	// one endpoint, or a Flight server that describes its streams
 	// otherwise or not at all: DoGet of the name
-	ctx, cancel := context.WithCancel(c.ctx(ctx))
-	defer cancel()
+	ctx, tick, stalled, stop := c.watchStall(c.ctx(ctx))
+	defer stop()
 	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: []byte(name)})
 	if err != nil {
-		return nil, err
+		return nil, stalled(err)
 	}
-	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, c.opts.Allocator, max(c.opts.MaxGetBytes, 0))
+	r := newFrameReader(func(f *inFrame) error { tick(); return stalled(stream.RecvMsg(f)) }, c.opts.Allocator, c.maxGet())
 	t, err := receive(r, c.opts.Allocator)
 	if err != nil {
 		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
@@ -331,27 +252,9 @@ func (c *Client) Put(ctx context.Context, name string, p dlpack.Producer) error 
 	if c.opts.PutRangeBytes > 0 && len(split(e.l, c.opts.PutRangeBytes)) > 1 {
 		return c.putParallel(ctx, name, e)
 	}
-	ctx, cancel := context.WithCancel(c.ctx(ctx))
-	defer cancel()
-	stream, err := c.fc.DoPut(ctx)
-	if err != nil {
-		return err
-	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
-	sd := newSending(e)
-	if err := send(stream.SendMsg, desc, e.l.wire(name), e.l, e.data, sd, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+	if err := c.putStream(c.ctx(ctx), desc, name, e.l, e.data, e); err != nil {
 		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
-	if err := stream.CloseSend(); err != nil {
-		return err
-	}
-	for {
-		if _, err := stream.Recv(); err != nil {
-			if errors.Is(err, io.EOF) {
-				sd.wait(ctx)
-				return nil
-			}
-			return err
-		}
-	}
+	return nil
 }

@@ -52,9 +52,10 @@
 // gRPC's frames puts the values in their final place. Server.RegisterRemote
 // describes a tensor whose ranges other servers hold (RemoteRange: rows,
 // locations, ticket); Get dials each location with the client's options
-// (token included: only on the host it was dialled with unless
+// (token included: only at the address it was dialled with unless
 // ClientOptions.TrustLocation trusts others) and tries an endpoint's
-// locations, its replicas, in order. With
+// locations, its replicas, in order, the next when one fails or stalls.
+// With
 // ClientOptions.PutRangeBytes, Put sends a large tensor as ranges of rows
 // on parallel DoPuts (a FlightDescriptor command of this package) that a
 // Server receives straight into one buffer and stores once every range
@@ -98,41 +99,73 @@
 //
 // # Security and limits
 //
+// The network edge is the shared gRPC layer's (package dlgrpc, which
+// dloip uses too): the options both services share have the same names
+// and are documented once, on dlgrpc.ServerOptions and
+// dlgrpc.ClientOptions, and every limit has a finite default, so that
+// the zero Options may refuse a peer but nothing a peer sends ends the
+// process.
+//
 // Options.TLS serves over TLS; Options.Tokens requires a bearer token in
 // the "authorization" metadata (codes.Unauthenticated without one);
 // Options.Authenticate replaces that static map with a function of the
 // call's token and peer, its verified client certificate included
-// (AuthRequest), that returns the principal or an error: expiring or
-// signed tokens, and mutual TLS with the principal taken from the
-// certificate, plug in there. Options.Allow is the per-name read/write
-// policy of each principal (codes.PermissionDenied).
-// MaxMessageBytes, MaxTensors and MaxPutBytes bound messages, held tensors
-// and each DoPut (codes.ResourceExhausted). A client is bounded as well:
-// ClientOptions.MaxGetBytes (4 GiB by default) ends a Get that receives
-// more, as from a server streaming rows without end under a schema that
-// does not give the tensor's shape, with an error wrapping ErrLimit. A stream that lies (extension
-// metadata that disagrees with the storage, nulls, a shape whose product
-// overflows, a wrong value type, a truncated body) gets
-// codes.InvalidArgument; what was received is released and the server
-// goes on serving. Every held tensor is released exactly once: when it is
-// unregistered, replaced or the server shuts down (or, if a DoGet is
-// still sending it then, once gRPC has written the last of it; bytes of
-// a call cut off mid-stream that gRPC drops without freeing them hold it
-// until a garbage collection finds them unreachable, which Shutdown and
-// the end of a stalled call run at once rather than wait for).
+// (dlgrpc.AuthRequest), that returns the principal or an error: expiring
+// or signed tokens, and mutual TLS with the principal taken from the
+// certificate, plug in there. Either runs when a call's headers arrive,
+// before any of its messages is read. Options.Allow is the per-name
+// policy of each principal (dlgrpc.OpRead for ListFlights,
+// GetFlightInfo, GetSchema and DoGet, dlgrpc.OpWrite for DoPut;
+// codes.PermissionDenied). A panic in Authenticate, Allow or a release
+// callback of a registered producer fails that call alone with
+// codes.Internal and is reported to Options.Logger; the server serves on.
+//
+// MaxMessageBytes bounds every message (16 MiB by default; a larger
+// tensor travels as several batches), MaxTensorBytes each DoPut stream
+// (4 GiB), MaxTensors the tensors held (1,024), MaxStoredBytes what
+// peers' DoPuts make the server hold at once, stored, being received or
+// incomplete parallel uploads (4 GiB), and MaxConcurrentCalls the calls
+// running at once (64): beyond any, codes.ResourceExhausted. A client
+// is bounded as well: ClientOptions.MaxTensorBytes (4 GiB by default)
+// ends a Get that receives more, as from a server streaming rows without
+// end under a schema that does not give the tensor's shape, with an
+// error wrapping ErrLimit; a FlightInfo that declares more fails before
+// anything is allocated. A stream that lies (extension metadata that
+// disagrees with the storage, nulls, a shape whose product overflows, a
+// wrong value type, a truncated body) gets codes.InvalidArgument, and a
+// message that breaks protobuf's wire format (dlgrpc.ErrMalformed) too;
+// what was received is released and the server goes on serving.
+//
+// Every held tensor is released exactly once: when it is unregistered,
+// replaced or the server shuts down, or, if a DoGet is still sending it
+// then, once gRPC has written the last of it. A DoGet its reader cuts
+// off (a cancelled call, a closed connection) ends there: gRPC frees the
+// bytes it queued, or, for a connection that closed, drops them, and the
+// server then collects garbage until they are found (bounded at 10 s)
+// rather than wait for the next collection.
 //
 // A reader that stops reading without cancelling holds its tensor no
-// longer than Options.StallTimeout (DefaultStallTimeout, a minute): a
-// DoGet that makes no progress that long loses its connection, and the
-// tensor's bytes are reclaimed. A connection that does not finish its
-// TLS handshake and HTTP/2 preface within Options.HandshakeTimeout
-// (DefaultHandshakeTimeout, 10 s) is closed.
+// longer than Options.StallTimeout (a minute by default): a DoGet that
+// makes no progress that long loses its connection, and the tensor's
+// bytes are reclaimed. A connection that does not finish its TLS
+// handshake and HTTP/2 preface within Options.HandshakeTimeout (10 s) is
+// closed. On the client, a stream of Get that receives nothing for
+// ClientOptions.StallTimeout (10 s by default: a server alive but
+// silent) is cut, and its range fetched from the next replica, while the
+// caller's deadline still has time; with none left, the Get fails with
+// an error wrapping ErrStalled.
+//
+// The token goes only where the user said: Get dials a location a
+// FlightInfo names with the client's options, token included, only when
+// it is the address the client was dialled with (host and port as
+// written), or one ClientOptions.TrustLocation trusts; any other is
+// never dialled (ErrLocation).
 //
 // # Transport
 //
-// Options.Transport and ClientOptions.Transport size gRPC's flow-control
-// windows (16 MiB per stream and per connection by default, the stream's
-// capped at the message limit) and socket buffers (1 MiB). The windows
-// bound what is buffered, never what is accepted: the message limits
-// hold whatever they are.
+// Options.Transport and ClientOptions.Transport (dlgrpc.Transport) size
+// gRPC's flow-control windows (16 MiB per stream and per connection by
+// default, the stream's capped at the message limit) and socket buffers
+// (1 MiB). The windows bound what is buffered, never what is accepted:
+// the message limits hold whatever they are.
 package dlflight

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -325,7 +327,7 @@ func (c *Client) peerFor(uri string) (*Client, error) {
 
 // trust is nil when Get may dial addr with the client's options (its
 // token included): ClientOptions.TrustLocation says so, or, without one,
-// addr is on the host the client was dialled with.
+// addr is the address the client was dialled with.
 func (c *Client) trust(addr string, tls bool) error {
 	if c.opts.TrustLocation != nil {
 		if c.opts.TrustLocation(addr, tls) {
@@ -333,11 +335,21 @@ func (c *Client) trust(addr string, tls bool) error {
 		}
 		return fmt.Errorf("%w: ClientOptions.TrustLocation refused %s", ErrLocation, addr)
 	}
-	host := hostOf(addr)
-	if strings.EqualFold(host, c.host) {
+	if sameAddr(addr, c.addr) {
 		return nil
 	}
-	return fmt.Errorf("%w: host %q is not the host the client was dialled with (%q); ClientOptions.TrustLocation names the others Get may send the client's token to", ErrLocation, host, c.host)
+	return fmt.Errorf("%w: %s is not the address the client was dialled with (%s); ClientOptions.TrustLocation names the others Get may send the client's token to", ErrLocation, addr, c.addr)
+}
+
+// sameAddr reports whether two "host:port" addresses are the same as
+// written (the host in any case).
+func sameAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return strings.EqualFold(a, b)
+	}
+	return strings.EqualFold(ha, hb) && pa == pb
 }
 
 // endpoint is one endpoint of a Get: its rows and where to fetch them.
@@ -354,49 +366,32 @@ func (c *Client) getParallel(ctx context.Context, name string, l layout, eps []e
 	buf.Resize(int(l.nbytes) + Align) // the last endpoint's slack (placer)
 	all := buf.Bytes()
 	data := all[:l.nbytes:l.nbytes]
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	rb := l.rowBytes()
-	work := make(chan int)
-	errs := make([]error, len(eps))
-	var wg sync.WaitGroup
-	for range min(c.opts.Streams, len(eps)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				ep := eps[i]
-				lo, hi := ep.from*rb, ep.to*rb
-				if err := c.fetchEndpoint(ctx, l, ep, all[lo:hi:hi+Align]); err != nil {
-					errs[i] = fmt.Errorf("endpoint %d (rows %d to %d, %s): %w", i, ep.from, ep.to, where(ep.locations), err)
-					cancel()
-				}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.opts.Streams)
+	for i, ep := range eps {
+		lo, hi := ep.from*rb, ep.to*rb
+		g.Go(func() error {
+			if err := c.fetchEndpoint(gctx, l, ep, all[lo:hi:hi+Align]); err != nil {
+				return fmt.Errorf("endpoint %d (rows %d to %d, %s): %w", i, ep.from, ep.to, where(ep.locations), err)
 			}
-		}()
+			return nil
+		})
 	}
-	for i := range eps {
-		if ctx.Err() != nil {
-			break
-		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	// the first endpoint to fail, rather than those cancelled after it
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || (status.Code(first) == codes.Canceled && status.Code(err) != codes.Canceled)) {
-			first = err
-		}
-	}
-	if first == nil && ctx.Err() != nil {
-		first = ctx.Err()
-	}
-	if first != nil {
+	if err := g.Wait(); err != nil {
 		buf.Release()
-		return nil, fmt.Errorf("dlflight: get %q: %w", name, first)
+		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
 	}
-	return &Tensor{dtype: l.dtype, shape: l.shape, data: data, owner: newOwner(buf.Release)}, nil
+	if err := ctx.Err(); err != nil {
+		buf.Release()
+		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
+	}
+	t, err := dlgrpc.NewTensor(l.dtype, l.shape, data, false, buf.Release)
+	if err != nil {
+		buf.Release()
+		return nil, fmt.Errorf("dlflight: get %q: %w", name, err)
+	}
+	return t, nil
 }
 
 func where(locations []string) string {
@@ -433,16 +428,18 @@ func (c *Client) fetchEndpoint(ctx context.Context, l layout, ep endpoint, dest 
 	return errors.Join(errs...)
 }
 
-// fetchRange fetches the rows of ep from c's server into dest.
+// fetchRange fetches the rows of ep from c's server into dest. A stream
+// that makes no progress for StallTimeout fails with ErrStalled, and
+// fetchEndpoint tries the next replica.
 func (c *Client) fetchRange(ctx context.Context, l layout, ep endpoint, dest []byte) error {
-	ctx, cancel := context.WithCancel(c.ctx(ctx))
-	defer cancel()
+	ctx, tick, stalled, stop := c.watchStall(c.ctx(ctx))
+	defer stop()
 	stream, err := c.fc.DoGet(ctx, &flight.Ticket{Ticket: ep.ticket})
 	if err != nil {
-		return err
+		return stalled(err)
 	}
 	p := &placer{dest: dest, alloc: c.opts.Allocator}
-	r := newFrameReader(func(f *inFrame) error { return stream.RecvMsg(f) }, p, max(c.opts.MaxGetBytes, 0))
+	r := newFrameReader(func(f *inFrame) error { tick(); return stalled(stream.RecvMsg(f)) }, p, c.maxGet())
 	return receiveInto(r, p, l, ep.to-ep.from)
 }
 

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/godlpack/dlpack"
-	"github.com/godlpack/dlpack/tensorfile"
+	"github.com/godlpack/dlpack/dlgrpc"
 )
 
 var (
@@ -22,16 +22,22 @@ var (
 	// names as protobuf strings). A server answers codes.InvalidArgument.
 	ErrName = errors.New("dlflight: invalid tensor name")
 	// ErrLimit: a configured limit was reached (MaxMessageBytes,
-	// MaxTensors, MaxPutBytes, ClientOptions.MaxGetBytes). A server
-	// answers codes.ResourceExhausted.
-	ErrLimit = errors.New("dlflight: limit exceeded")
-	// ErrLocation: a FlightInfo named a location on another host that
-	// ClientOptions.TrustLocation does not trust (by default, any host
-	// but the one the client was dialled with); Get did not dial it.
+	// MaxTensorBytes, MaxTensors, MaxStoredBytes, MaxConcurrentCalls). It
+	// is dlgrpc.ErrLimit. A server answers codes.ResourceExhausted.
+	ErrLimit = dlgrpc.ErrLimit
+	// ErrLocation: a FlightInfo named a location that
+	// ClientOptions.TrustLocation does not trust (by default, any
+	// address but the one the client was dialled with); Get did not dial
+	// it.
 	ErrLocation = errors.New("dlflight: location not trusted")
+	// ErrStalled: a stream of Get received nothing for
+	// ClientOptions.StallTimeout; Get tried the range's next replica, if
+	// it had one.
+	ErrStalled = errors.New("dlflight: stream stalled")
 )
 
 // ErrTruncated: a tensor in a file mapping (a tensorfile tensor) whose
 // file another process cut short; the lost pages cannot be read. It is
-// tensorfile.ErrTruncated. A server answers codes.Internal.
-var ErrTruncated = tensorfile.ErrTruncated
+// dlgrpc.ErrTruncated (tensorfile.ErrTruncated). A server answers
+// codes.Internal.
+var ErrTruncated = dlgrpc.ErrTruncated

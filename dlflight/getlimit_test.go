@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc"
 )
 
@@ -50,7 +51,7 @@ func TestGetByteLimit(t *testing.T) {
 	defer gs.Stop()
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	const limit = 4 << 20
-	c := dial(t, lis.Addr().String(), ClientOptions{Allocator: alloc, MaxGetBytes: limit})
+	c := dial(t, lis.Addr().String(), ClientOptions{Allocator: alloc, MaxTensorBytes: limit})
 	tt, err := c.Get(ctxT(t), "x")
 	if tt != nil {
 		tt.Close()
@@ -63,7 +64,7 @@ func TestGetByteLimit(t *testing.T) {
 	if n := <-srv.sent; n >= 1024 {
 		t.Fatalf("the client took all %d batches", n)
 	}
-	if DefaultMaxGetBytes < DefaultMaxMessageBytes {
-		t.Fatalf("DefaultMaxGetBytes %d below a message", DefaultMaxGetBytes)
+	if dlgrpc.DefaultMaxTensorBytes < DefaultMaxMessageBytes {
+		t.Fatalf("dlgrpc.DefaultMaxTensorBytes %d below a message", dlgrpc.DefaultMaxTensorBytes)
 	}
 }

@@ -111,7 +111,7 @@ func sameTensor(t testing.TB, got *Tensor, want *rawTensor) {
 			}
 		}
 	}
-	if !bytes.Equal(got.data, want.data) {
+	if !bytes.Equal(got.Bytes(), want.data) {
 		t.Fatalf("%v %v: bytes differ", want.dt, want.shape)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/internal/testpki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -28,7 +29,7 @@ import (
 // status is kept.
 func TestAuthenticateHook(t *testing.T) {
 	now := time.Now()
-	auth := func(_ context.Context, r AuthRequest) (string, error) {
+	auth := func(_ context.Context, r dlgrpc.AuthRequest) (string, error) {
 		// "<principal>.<unix expiry>"
 		who, exp, ok := strings.Cut(r.Token, ".")
 		if !ok {
@@ -48,7 +49,7 @@ func TestAuthenticateHook(t *testing.T) {
 	}
 	var seen []string
 	s, addr := serve(t, Options{Authenticate: auth, Tokens: map[string]string{"static": "ignored"},
-		Allow: func(p string, _ Op, _ string) bool { seen = append(seen, p); return p == "alice" }})
+		Allow: func(p string, _ dlgrpc.Op, _ string) bool { seen = append(seen, p); return p == "alice" }})
 	if err := s.Register("x", newRaw(t, dlpack.Int8, 3)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +86,15 @@ func TestMutualTLS(t *testing.T) {
 	serverTLS := &tls.Config{Certificates: []tls.Certificate{auth.Issue(t, "server", true)},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: auth.Pool, MinVersion: tls.VersionTLS13}
 	s, addr := serve(t, Options{TLS: serverTLS,
-		Authenticate: func(_ context.Context, r AuthRequest) (string, error) {
+		Authenticate: func(_ context.Context, r dlgrpc.AuthRequest) (string, error) {
 			if r.Certificate == nil {
 				return "", errors.New("no verified client certificate")
 			}
 			return "cn:" + r.Certificate.Subject.CommonName, nil
 		},
-		Allow: func(p string, op Op, _ string) bool { return p == "cn:alice" || (p == "cn:bob" && op == OpRead) }})
+		Allow: func(p string, op dlgrpc.Op, _ string) bool {
+			return p == "cn:alice" || (p == "cn:bob" && op == dlgrpc.OpRead)
+		}})
 	src := newRaw(t, dlpack.Float32, 16, 16)
 	if err := s.Register("w", src); err != nil {
 		t.Fatal(err)
@@ -134,7 +137,7 @@ func stallingGet(t testing.TB, addr, name string) flight.FlightService_DoGetClie
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStaticStreamWindowSize(64<<10), grpc.WithStaticConnWindowSize(64<<10),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()), grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(dlgrpc.Codec()), grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +146,7 @@ func stallingGet(t testing.TB, addr, name string) flight.FlightService_DoGetClie
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &inFrame{alloc: bodies}
+	f := &inFrame{alloc: dlgrpc.DefaultAllocator}
 	if err := stream.RecvMsg(f); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +178,7 @@ func TestStallTimeout(t *testing.T) {
 	t.Logf("released %v after the reader stalled (StallTimeout %v)", time.Since(start).Round(time.Millisecond), stall)
 	var err error
 	for err == nil {
-		f := &inFrame{alloc: bodies}
+		f := &inFrame{alloc: dlgrpc.DefaultAllocator}
 		err = stream.RecvMsg(f)
 		if f.body != nil {
 			f.body.Release()

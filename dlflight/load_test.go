@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -39,7 +40,7 @@ func TestDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec())))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(dlgrpc.Codec())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestDisconnect(t *testing.T) {
 			}
 			sent++
 			return stream.SendMsg(m)
-		}, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"partial"}}, l.wire("partial"), l, src.data, nil, limit)
+		}, &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{"partial"}}, l.wire("partial"), l, src.data, nil, false, limit)
 		if err == nil {
 			t.Fatal("the interrupted put succeeded")
 		}
@@ -208,7 +209,7 @@ func TestUnregisterDuringGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newCodec()), grpc.MaxCallRecvMsgSize(limit)))
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(dlgrpc.Codec()), grpc.MaxCallRecvMsgSize(limit)))
 	if err != nil {
 		t.Fatal(err)
 	}

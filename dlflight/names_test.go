@@ -49,7 +49,7 @@ func TestNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: []byte("\xff\xfe")}
-	_ = send(stream.SendMsg, desc, e.l.wire("x"), e.l, e.data, nil, DefaultMaxMessageBytes) // io.EOF once the server answers
+	_ = send(stream.SendMsg, desc, e.l.wire("x"), e.l, e.data, nil, false, DefaultMaxMessageBytes) // io.EOF once the server answers
 	e.drop()
 	_ = stream.CloseSend()
 	_, err = stream.Recv()

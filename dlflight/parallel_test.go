@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -67,7 +68,7 @@ func TestParallelEndpoints(t *testing.T) {
 		if !got.Aligned() {
 			t.Fatalf("%s: data at %#x", name, got.DataAddr())
 		}
-		lo, hi := got.DataAddr(), got.DataAddr()+uintptr(len(got.data))
+		lo, hi := got.DataAddr(), got.DataAddr()+uintptr(len(got.Bytes()))
 		placed := 0
 		mu.Lock()
 		for _, b := range bodies {
@@ -123,7 +124,7 @@ func TestRangeTicket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh := got.Shape(); len(sh) != 1 || sh[0] != 3 || string(got.data) != string(src.data[8:20]) {
+	if sh := got.Shape(); len(sh) != 1 || sh[0] != 3 || string(got.Bytes()) != string(src.data[8:20]) {
 		t.Fatalf("rows 2 to 5: shape %v", sh)
 	}
 	got.Close()
@@ -157,7 +158,7 @@ func TestGetWithoutFlightInfo(t *testing.T) {
 	if err := s.Register("x", src); err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.ForceServerCodecV2(newCodec()))
+	g := grpc.NewServer(grpc.ForceServerCodecV2(dlgrpc.Codec()))
 	flight.RegisterFlightServiceServer(g, noInfo{s})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

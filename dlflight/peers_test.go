@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 )
 
 // python is the interpreter with pyarrow.flight and NumPy
@@ -52,7 +53,7 @@ func TestPeersPyarrowClient(t *testing.T) {
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	s, addr := serve(t, Options{TLS: p.server, Allocator: alloc, EndpointBytes: 200,
 		Tokens: map[string]string{"tok-admin": "admin", "tok-reader": "reader"},
-		Allow:  func(who string, op Op, name string) bool { return who == "admin" || name != "secret" }})
+		Allow:  func(who string, op dlgrpc.Op, name string) bool { return who == "admin" || name != "secret" }})
 	if err := s.Register("secret", newRaw(t, dlpack.Int8, 4)); err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -97,7 +98,7 @@ func (s *Server) putRange(stream flight.FlightService_DoPutServer, pre *inFrame,
 		}
 		return err
 	}
-	if err := s.allowed(stream.Context(), OpWrite, p.Name); err != nil {
+	if err := s.allowed(stream.Context(), dlgrpc.OpWrite, p.Name); err != nil {
 		return refuse(err)
 	}
 	if err := s.roomFor(p.Name); err != nil {
@@ -117,7 +118,7 @@ func (s *Server) putRange(stream flight.FlightService_DoPutServer, pre *inFrame,
 		pre.body = nil
 		err = status.Errorf(codes.InvalidArgument, "dlflight: range put %q: the first message carries a body", p.Name)
 	} else {
-		r := newFrameReader(replay(pre, stream.RecvMsg), pl, s.opts.MaxPutBytes)
+		r := newFrameReader(replay(pre, stream.RecvMsg), pl, s.opts.MaxTensorBytes)
 		err = receiveInto(r, pl, p.l, p.To-p.From)
 	}
 	done, err := s.leaveUpload(u, p, err)
@@ -125,7 +126,8 @@ func (s *Server) putRange(stream flight.FlightService_DoPutServer, pre *inFrame,
 		return statusOf(err)
 	}
 	if done {
-		e := &entry{l: p.l, release: u.buf.Release}
+		buf, n := u.buf, p.l.nbytes
+		e := &entry{l: p.l, release: func() { buf.Release(); s.stored.give(n) }}
 		e.refs.Store(1)
 		if p.l.nbytes > 0 {
 			e.data = all[:p.l.nbytes:p.l.nbytes]
@@ -138,12 +140,12 @@ func (s *Server) putRange(stream flight.FlightService_DoPutServer, pre *inFrame,
 }
 
 // uploadTimeout is how long an incomplete upload may go without a range
-// arriving before it is dropped: StallTimeout, or DefaultStallTimeout.
+// arriving before it is dropped: StallTimeout, or its default.
 func (s *Server) uploadTimeout() time.Duration {
 	if s.opts.StallTimeout > 0 {
 		return s.opts.StallTimeout
 	}
-	return DefaultStallTimeout
+	return dlgrpc.DefaultStallTimeout
 }
 
 // joinUpload finds or makes p's upload and takes p's rows in it.
@@ -155,16 +157,19 @@ func (s *Server) joinUpload(p putRange) (*upload, error) {
 		return nil, status.Error(codes.Unavailable, "dlflight: the server is shut down")
 	}
 	u := s.uploads[key]
+	if u == nil && p.l.nbytes > s.opts.MaxTensorBytes {
+		return nil, status.Errorf(codes.ResourceExhausted, "dlflight: range put %q: %v: a tensor of %d bytes, and one put takes %d at most (MaxTensorBytes)",
+			p.Name, ErrLimit, p.l.nbytes, s.opts.MaxTensorBytes)
+	}
 	if u == nil {
 		// The buffer is allocated at the first range, before the rest
-		// arrive: what incomplete uploads hold together is bounded, so
-		// that a few small requests cannot claim the memory of large
-		// tensors.
-		if limit := s.uploadLimit(); s.uploadBytes+p.l.nbytes > limit {
-			return nil, status.Errorf(codes.ResourceExhausted, "dlflight: range put %q: %d bytes, and incomplete uploads hold %d of the %d allowed (MaxPutBytes, or DefaultMaxGetBytes)",
-				p.Name, p.l.nbytes, s.uploadBytes, limit)
+		// arrive: what peers' puts hold together is bounded
+		// (MaxStoredBytes), so that a few small requests cannot claim
+		// the memory of large tensors.
+		if !s.stored.take(p.l.nbytes) {
+			return nil, status.Errorf(codes.ResourceExhausted, "dlflight: range put %q: %v: %d bytes, and what peers put holds %d of the %d allowed (MaxStoredBytes)",
+				p.Name, ErrLimit, p.l.nbytes, s.stored.load(), s.opts.MaxStoredBytes)
 		}
-		s.uploadBytes += p.l.nbytes
 		buf := memory.NewResizableBuffer(s.opts.Allocator)
 		buf.Resize(int(p.l.nbytes) + Align) // the last range's slack (placer)
 		u = &upload{key: key, l: p.l, buf: buf}
@@ -207,8 +212,8 @@ func (s *Server) leaveUpload(u *upload, p putRange, err error) (done bool, _ err
 	}
 	u.rows += p.To - p.From
 	if u.rows == u.l.rows {
+		// the stored entry keeps the upload's bytes counted
 		delete(s.uploads, u.key)
-		s.uploadBytes -= u.l.nbytes
 		return true, nil
 	}
 	if u.active == 0 {
@@ -228,7 +233,7 @@ func (s *Server) leaveUpload(u *upload, p putRange, err error) (done bool, _ err
 func (s *Server) dropUpload(u *upload) {
 	if s.uploads[u.key] == u {
 		delete(s.uploads, u.key)
-		s.uploadBytes -= u.l.nbytes
+		s.stored.give(u.l.nbytes)
 	}
 	u.failed = true
 	if u.active == 0 && u.buf != nil {
@@ -249,15 +254,6 @@ func (s *Server) dropUploads() {
 	}
 }
 
-// uploadLimit bounds the bytes of all incomplete uploads together:
-// MaxPutBytes, or DefaultMaxGetBytes when MaxPutBytes is zero.
-func (s *Server) uploadLimit() int64 {
-	if s.opts.MaxPutBytes > 0 {
-		return s.opts.MaxPutBytes
-	}
-	return DefaultMaxGetBytes
-}
-
 // putParallel sends e's tensor as ranges of about PutRangeBytes on up to
 // Streams DoPuts at once; the server stores it once every range has
 // arrived.
@@ -266,52 +262,27 @@ func (c *Client) putParallel(ctx context.Context, name string, e *entry) error {
 	rand.Read(id[:])
 	upload := hex.EncodeToString(id[:])
 	ranges := split(e.l, c.opts.PutRangeBytes)
-	ctx, cancel := context.WithCancel(c.ctx(ctx))
-	defer cancel()
+	g, ctx := errgroup.WithContext(c.ctx(ctx))
+	g.SetLimit(c.opts.Streams)
 	rb := e.l.rowBytes()
-	errs := make([]error, len(ranges))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(c.opts.Streams, len(ranges)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				r := ranges[i]
-				cmd, _ := json.Marshal(putJSON{Name: name, Upload: upload, DType: e.l.dtype.String(), Shape: e.l.shape, From: r[0], To: r[1]})
-				desc := &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: append([]byte(putMagic), cmd...)}
-				l, _ := e.l.rowsOf(r[0], r[1])
-				if err := c.putStream(ctx, desc, name, l, e.data[r[0]*rb:r[1]*rb], e); err != nil {
-					errs[i] = fmt.Errorf("range %d (rows %d to %d): %w", i, r[0], r[1], err)
-					cancel()
-				}
+	for i, r := range ranges {
+		cmd, _ := json.Marshal(putJSON{Name: name, Upload: upload, DType: e.l.dtype.String(), Shape: e.l.shape, From: r[0], To: r[1]})
+		desc := &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: append([]byte(putMagic), cmd...)}
+		l, _ := e.l.rowsOf(r[0], r[1])
+		g.Go(func() error {
+			if err := c.putStream(ctx, desc, name, l, e.data[r[0]*rb:r[1]*rb], e); err != nil {
+				return fmt.Errorf("range %d (rows %d to %d): %w", i, r[0], r[1], err)
 			}
-		}()
+			return nil
+		})
 	}
-	for i := range ranges {
-		if ctx.Err() != nil {
-			break
-		}
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || (status.Code(first) == codes.Canceled && status.Code(err) != codes.Canceled)) {
-			first = err
-		}
-	}
-	if first == nil {
-		first = ctx.Err()
-	}
-	if first != nil {
-		return fmt.Errorf("dlflight: put %q: %w", name, first)
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("dlflight: put %q: %w", name, err)
 	}
 	return nil
 }
 
-// putStream sends one tensor stream (l's rows, data) on a DoPut with
+// putStream sends one tensor stream (l's rows, data of e) on a DoPut with
 // desc and waits for the server's answer and for gRPC to let go of data.
 func (c *Client) putStream(ctx context.Context, desc *flight.FlightDescriptor, column string, l layout, data []byte, e *entry) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -320,8 +291,10 @@ func (c *Client) putStream(ctx context.Context, desc *flight.FlightDescriptor, c
 	if err != nil {
 		return err
 	}
-	sd := newSending(e)
-	if err := send(stream.SendMsg, desc, l.wire(column), l, data, sd, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
+	e.refs.Add(1)
+	h := c.conn.NewHold(e.drop)
+	defer h.Drop()
+	if err := send(stream.SendMsg, desc, l.wire(column), l, data, h, e.mapped, c.opts.MaxMessageBytes); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	if err := stream.CloseSend(); err != nil {
@@ -330,7 +303,7 @@ func (c *Client) putStream(ctx context.Context, desc *flight.FlightDescriptor, c
 	for {
 		if _, err := stream.Recv(); err != nil {
 			if errors.Is(err, io.EOF) {
-				sd.wait(ctx)
+				h.Wait(ctx)
 				return nil
 			}
 			return err

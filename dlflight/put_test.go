@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -75,8 +76,8 @@ func rangePut(t *testing.T, c *Client, id string, src *rawTensor, from, to int64
 // released; an upload left incomplete is dropped after the timeout.
 func TestRangePutRefusals(t *testing.T) {
 	alloc := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	s, addr := serve(t, Options{Allocator: alloc, StallTimeout: 200 * time.Millisecond, MaxPutBytes: 1 << 20,
-		Allow: func(_ string, op Op, name string) bool { return op == OpRead || name != "ro" }})
+	s, addr := serve(t, Options{Allocator: alloc, StallTimeout: 200 * time.Millisecond, MaxTensorBytes: 1 << 20,
+		Allow: func(_ string, op dlgrpc.Op, name string) bool { return op == dlgrpc.OpRead || name != "ro" }})
 	c := dial(t, addr, ClientOptions{})
 	src := newRaw(t, dlpack.Float32, 10, 4)
 	uploads := func() int {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -12,12 +13,12 @@ import (
 // PermissionDenied, and what is allowed works.
 func TestTLSAndTokens(t *testing.T) {
 	stls, ctls := testPKI(t)
-	allow := func(who string, op Op, name string) bool {
+	allow := func(who string, op dlgrpc.Op, name string) bool {
 		switch who {
 		case "admin":
 			return true
 		case "reader":
-			return op == OpRead && name != "secret"
+			return op == dlgrpc.OpRead && name != "secret"
 		}
 		return false
 	}
@@ -82,7 +83,7 @@ func TestTLSAndTokens(t *testing.T) {
 // ResourceExhausted, and the server goes on serving.
 func TestLimits(t *testing.T) {
 	limit := batchOverhead + 64<<10
-	s, addr := serve(t, Options{MaxTensors: 2, MaxPutBytes: 32 << 10, MaxMessageBytes: limit})
+	s, addr := serve(t, Options{MaxTensors: 2, MaxTensorBytes: 32 << 10, MaxMessageBytes: limit})
 	c := dial(t, addr, ClientOptions{})
 	ctx := ctxT(t)
 	small := newRaw(t, dlpack.Uint8, 16, 16)

@@ -2,15 +2,11 @@ package dlflight
 
 import (
 	"context"
-	"crypto/subtle"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,110 +15,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
-	"google.golang.org/grpc"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
-
-// DefaultMaxMessageBytes is the message limit when Options and
-// ClientOptions leave it zero: a tensor larger than this travels as
-// several batches, split along its first dimension.
-const DefaultMaxMessageBytes = 16 << 20
-
-// DefaultMaxGetBytes is the bound on the bytes one Client.Get receives
-// when ClientOptions leave it zero: 4 GiB.
-const DefaultMaxGetBytes = 4 << 30
-
-// Op is what a caller asks to do with a named tensor, as the policy sees
-// it.
-type Op int
-
-const (
-	// OpRead: ListFlights, GetFlightInfo and DoGet.
-	OpRead Op = iota
-	// OpWrite: DoPut.
-	OpWrite
-)
-
-func (o Op) String() string {
-	switch o {
-	case OpRead:
-		return "read"
-	case OpWrite:
-		return "write"
-	}
-	return fmt.Sprintf("Op(%d)", int(o))
-}
-
-// Options configure a Server. The zero Options serve plaintext to anyone,
-// which suits only tests on loopback.
-type Options struct {
-	// TLS, when set, is the server's TLS configuration (certificates,
-	// client authentication).
-	TLS *tls.Config
-	// Tokens maps each accepted bearer token to the principal it
-	// authenticates. When set, every call needs the gRPC metadata
-	// "authorization: Bearer <token>" (what pyarrow.flight sends with
-	// FlightCallOptions(headers=[(b"authorization", b"Bearer ...")]));
-	// a missing or unknown token gets codes.Unauthenticated. It is the
-	// simple case of Authenticate, which replaces it when set.
-	Tokens map[string]string
-	// Authenticate, when set, decides who makes each call: from the
-	// call's bearer token and peer (its address and the client
-	// certificate TLS verified, for mutual TLS) it returns the principal
-	// that Allow sees, or an error: codes.Unauthenticated with the
-	// error's text, or the error's own gRPC status if it has one. It
-	// runs on every call, on the call's goroutine; expiring or signed
-	// tokens and certificate subjects plug in here. Tokens is then
-	// ignored.
-	Authenticate func(ctx context.Context, req AuthRequest) (principal string, err error)
-	// Allow, when set, decides per principal ("" without Tokens),
-	// operation and tensor name; a refusal gets codes.PermissionDenied
-	// (ListFlights leaves such names out).
-	Allow func(principal string, op Op, name string) bool
-	// MaxMessageBytes bounds every gRPC message either way
-	// (DefaultMaxMessageBytes when zero); larger tensors are split.
-	MaxMessageBytes int
-	// MaxTensors bounds how many tensors the server holds; a DoPut of a
-	// new name beyond it gets codes.ResourceExhausted (Register is not
-	// bounded: it is the program's own decision). Zero: no bound.
-	MaxTensors int
-	// MaxPutBytes bounds the bytes (message bodies and headers) of one
-	// DoPut stream;
-	// codes.ResourceExhausted beyond it. Zero: no bound. It also bounds
-	// the tensors of the parallel Puts under way together (their buffers
-	// are allocated at their first range): DefaultMaxGetBytes when zero.
-	MaxPutBytes int64
-	// Allocator allocates the bodies of received messages (aligned to
-	// 64 bytes); when nil, as for ClientOptions.Allocator.
-	Allocator memory.Allocator
-	// Transport sizes gRPC's flow-control windows and socket buffers.
-	Transport Transport
-	// StallTimeout bounds how long a DoGet may go without progress
-	// (gRPC taking a message of it or writing one out, or bytes of its
-	// connection leaving the socket for the peer: a slow link that keeps
-	// taking bytes is not a stall) while its reader does not read: the peer's connection is then closed (the peer
-	// sees codes.Unavailable, on every call it had on that connection)
-	// and the tensor's bytes gRPC held are reclaimed, so an unregistered
-	// tensor is released about StallTimeout after its reader stalled.
-	// DefaultStallTimeout when zero; negative: no bound.
-	StallTimeout time.Duration
-	// EndpointBytes: a tensor larger than this is described by
-	// GetFlightInfo as several endpoints of about this many bytes each,
-	// each a ticket for a range of rows of its first dimension
-	// (RangeTicket), so that a client fetches them on parallel streams
-	// (Client.Get does); DoGet of the name still streams the whole
-	// tensor. DefaultEndpointBytes when zero; negative: one endpoint.
-	EndpointBytes int64
-	// HandshakeTimeout bounds how long a new connection may take to
-	// complete its TLS handshake and HTTP/2 preface before the server
-	// closes it (gRPC's ConnectionTimeout, 120 s by default there).
-	// DefaultHandshakeTimeout when zero.
-	HandshakeTimeout time.Duration
-}
 
 // Server serves named tensors over Arrow Flight. Build it with NewServer,
 // Register producers, Serve a listener, Shutdown at the end.
@@ -136,21 +32,45 @@ type Options struct {
 type Server struct {
 	flight.BaseFlightServer
 	opts    Options
-	grpc    *grpc.Server
+	srv     *dlgrpc.Server
 	mu      sync.Mutex
 	tensors map[string]*entry
 	closed  bool
-	conns   conns
 	// uploads are the parallel Puts under way (s.mu).
 	uploads map[string]*upload
-	// uploadBytes is what the incomplete uploads hold (s.mu).
-	uploadBytes int64
-	// kept counts the buffers of held tensors gRPC holds, over every
-	// DoGet. It is an allocation of its own: the buffers' cleanups reach
-	// it (through their sending), and must not reach the Server, from
-	// which gRPC's transports and so the buffers themselves are
-	// reachable (a cleanup that reaches its object never runs).
-	kept *atomic.Int64
+	// stored is what peers' DoPuts make the server hold
+	// (MaxStoredBytes).
+	stored budget
+}
+
+// budget counts bytes against a bound.
+type budget struct {
+	mu        sync.Mutex
+	used, max int64
+}
+
+// take counts n more bytes, unless that passes the bound.
+func (b *budget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n < 0 || b.used+n > b.max || b.used+n < b.used {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// give uncounts n bytes taken.
+func (b *budget) give(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+func (b *budget) load() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
 }
 
 // entry is a held tensor: its bytes and a reference count (the map's
@@ -196,124 +116,30 @@ func (e *entry) drop() {
 	}
 }
 
-type principalKey struct{}
-
 // NewServer makes a Server; nothing listens until Serve.
 func NewServer(opts Options) *Server {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if opts.Allocator == nil {
-		opts.Allocator = bodies
-	}
-	if opts.StallTimeout == 0 {
-		opts.StallTimeout = DefaultStallTimeout
-	}
 	if opts.EndpointBytes == 0 {
 		opts.EndpointBytes = DefaultEndpointBytes
 	}
-	if opts.HandshakeTimeout <= 0 {
-		opts.HandshakeTimeout = DefaultHandshakeTimeout
+	if opts.MaxTensors <= 0 {
+		opts.MaxTensors = DefaultMaxTensors
 	}
-	s := &Server{opts: opts, tensors: map[string]*entry{}, conns: conns{m: map[string]net.Conn{}}, kept: new(atomic.Int64)}
-	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
-	gopts := []grpc.ServerOption{
-		grpc.ForceServerCodecV2(newCodec()),
-		experimental.BufferPool(frames),
-		grpc.MaxRecvMsgSize(opts.MaxMessageBytes),
-		// send checks the tensor's messages against MaxMessageBytes
-		// itself; gRPC's bound leaves room for a FlightInfo too
-		grpc.MaxSendMsgSize(max(opts.MaxMessageBytes, maxInfoBytes)),
-		grpc.StaticStreamWindowSize(window),
-		grpc.StaticConnWindowSize(connWindow),
-		grpc.ReadBufferSize(rbuf),
-		grpc.WriteBufferSize(wbuf),
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.ConnectionTimeout(opts.HandshakeTimeout),
-		// Stop returns once every handler has, so that Shutdown knows
-		// what is left held.
-		grpc.WaitForHandlers(true),
-		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			ctx, err := s.authenticate(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			ctx, err := s.authenticate(ss.Context())
-			if err != nil {
-				return err
-			}
-			return h(srv, authStream{ss, ctx})
-		}),
+	if opts.MaxStoredBytes <= 0 {
+		opts.MaxStoredBytes = DefaultMaxStoredBytes
 	}
-	if opts.TLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(opts.TLS)))
-	}
-	s.grpc = grpc.NewServer(gopts...)
-	flight.RegisterFlightServiceServer(s.grpc, s)
+	// the tensor's messages are checked against MaxMessageBytes by send
+	// itself; gRPC's bound leaves room for a FlightInfo too
+	srv := dlgrpc.NewServer("dlflight", opts.shared(), DefaultMaxMessageBytes, maxInfoBytes)
+	so := srv.Options()
+	opts.Logger, opts.MaxMessageBytes, opts.MaxTensorBytes, opts.MaxConcurrentCalls = so.Logger, so.MaxMessageBytes, so.MaxTensorBytes, so.MaxConcurrentCalls
+	opts.StallTimeout, opts.HandshakeTimeout, opts.Allocator = so.StallTimeout, so.HandshakeTimeout, so.Allocator
+	s := &Server{opts: opts, srv: srv, tensors: map[string]*entry{}, stored: budget{max: opts.MaxStoredBytes}}
+	flight.RegisterFlightServiceServer(srv.GRPC(), s)
 	return s
 }
 
-type authStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (a authStream) Context() context.Context { return a.ctx }
-
-// bearer is the call's bearer token, if it has one.
-func bearer(ctx context.Context) (string, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	var token string
-	for _, v := range md.Get("authorization") {
-		// the scheme is case-insensitive (RFC 9110 11.1): "bearer" too
-		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
-			token = v[len("Bearer "):]
-		}
-	}
-	return token, token != ""
-}
-
-// authenticate runs Authenticate, or checks the bearer token when Tokens
-// is set, and puts the principal in the context.
-func (s *Server) authenticate(ctx context.Context) (context.Context, error) {
-	if s.opts.Authenticate != nil {
-		p, err := s.opts.Authenticate(ctx, authRequest(ctx))
-		if err != nil {
-			return nil, authError(err)
-		}
-		return context.WithValue(ctx, principalKey{}, p), nil
-	}
-	if s.opts.Tokens == nil {
-		return context.WithValue(ctx, principalKey{}, ""), nil
-	}
-	token, ok := bearer(ctx)
-	if !ok {
-		return nil, status.Error(codes.Unauthenticated, "dlflight: no bearer token in the authorization metadata")
-	}
-	principal, found := "", false
-	for t, p := range s.opts.Tokens {
-		if subtle.ConstantTimeCompare([]byte(t), []byte(token)) == 1 {
-			principal, found = p, true
-		}
-	}
-	if !found {
-		return nil, status.Error(codes.Unauthenticated, "dlflight: unknown bearer token")
-	}
-	return context.WithValue(ctx, principalKey{}, principal), nil
-}
-
-func (s *Server) allowed(ctx context.Context, op Op, name string) error {
-	if s.opts.Allow == nil {
-		return nil
-	}
-	p, _ := ctx.Value(principalKey{}).(string)
-	if !s.opts.Allow(p, op, name) {
-		return status.Errorf(codes.PermissionDenied, "dlflight: %q may not %s %q", p, op, name)
-	}
-	return nil
+func (s *Server) allowed(ctx context.Context, op dlgrpc.Op, name string) error {
+	return s.srv.Allowed(ctx, op, name)
 }
 
 // Register serves p's tensor under name, replacing (and releasing) any
@@ -423,13 +249,7 @@ func (s *Server) acquire(name string) (*entry, error) {
 
 // Serve answers Flight calls on lis until Shutdown; it returns nil after
 // Shutdown.
-func (s *Server) Serve(lis net.Listener) error {
-	err := s.grpc.Serve(trackingListener{lis, &s.conns})
-	if errors.Is(err, grpc.ErrServerStopped) {
-		return nil
-	}
-	return err
-}
+func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 
 // Shutdown stops the server: listeners close, calls in progress are
 // cancelled, and every held tensor is released. A tensor whose bytes a
@@ -439,7 +259,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // than leave it to the next one, so it is normally released by the time
 // Shutdown returns. Register and DoPut fail afterwards.
 func (s *Server) Shutdown() {
-	s.grpc.Stop()
+	s.srv.Stop()
 	s.mu.Lock()
 	s.closed = true
 	held := s.tensors
@@ -449,8 +269,12 @@ func (s *Server) Shutdown() {
 		e.drop()
 	}
 	s.dropUploads()
-	reclaim(func() bool { return s.kept.Load() == 0 }, reclaimWait)
+	s.srv.Reclaim(reclaimWait)
 }
+
+// reclaimWait bounds how long Shutdown collects garbage to find the
+// bytes gRPC dropped.
+const reclaimWait = 10 * time.Second
 
 func (s *Server) info(name string, e *entry) *flight.FlightInfo {
 	desc := &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: []string{name}}
@@ -496,7 +320,7 @@ func checkName(name string) error {
 // ListFlights describes every tensor the caller may read.
 func (s *Server) ListFlights(_ *flight.Criteria, stream flight.FlightService_ListFlightsServer) error {
 	for _, name := range s.Names() {
-		if s.allowed(stream.Context(), OpRead, name) != nil {
+		if s.allowed(stream.Context(), dlgrpc.OpRead, name) != nil {
 			continue
 		}
 		e, err := s.acquire(name)
@@ -518,7 +342,7 @@ func (s *Server) GetFlightInfo(ctx context.Context, d *flight.FlightDescriptor) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.allowed(ctx, OpRead, name); err != nil {
+	if err := s.allowed(ctx, dlgrpc.OpRead, name); err != nil {
 		return nil, err
 	}
 	e, err := s.acquire(name)
@@ -546,14 +370,20 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 		return err
 	}
 	name := rt.Name
-	if err := s.allowed(stream.Context(), OpRead, name); err != nil {
+	if err := s.allowed(stream.Context(), dlgrpc.OpRead, name); err != nil {
 		return err
 	}
 	e, err := s.acquire(name)
 	if err != nil {
 		return err
 	}
-	defer e.drop()
+	// Each message gRPC holds keeps its own hold on the tensor, dropped
+	// when gRPC's writer frees it, which it does before it writes the
+	// call's status: the call need not wait for it (a handoff between
+	// goroutines saved), and a peer still sees the call end only after
+	// the server is done with the tensor's bytes.
+	h := s.srv.NewHold(e.drop)
+	defer h.Drop()
 	if e.remote != nil {
 		return status.Errorf(codes.FailedPrecondition, "dlflight: %q is held by other servers: fetch the endpoints of its flight info", name)
 	}
@@ -572,25 +402,9 @@ func (s *Server) DoGet(t *flight.Ticket, stream flight.FlightService_DoGetServer
 	} else {
 		ws = e.wireFor(name)
 	}
-	// Each message gRPC holds keeps its own hold on the tensor, dropped
-	// when gRPC's writer frees it, which it does before it writes the
-	// call's status: the call need not wait for it (a handoff between
-	// goroutines saved), and a peer still sees the call end only after
-	// the server is done with the tensor's bytes.
-	sd := newSending(e)
-	sd.all = s.kept
-	sendMsg := stream.SendMsg
-	if s.opts.StallTimeout > 0 {
-		stop := s.watchStall(stream.Context(), sd)
-		defer stop()
-		sendMsg = func(m any) error {
-			err := stream.SendMsg(m)
-			sd.progress.Add(1)
-			return err
-		}
-	}
-	err = send(sendMsg, nil, ws, l, data, sd, s.opts.MaxMessageBytes)
-	return statusOf(err)
+	stop := s.srv.WatchStall(stream.Context(), h)
+	defer stop()
+	return statusOf(send(stream.SendMsg, nil, ws, l, data, h, e.mapped, s.opts.MaxMessageBytes))
 }
 
 // DoPut stores the tensor a client sends under the descriptor's name, or
@@ -606,7 +420,10 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 		if pre.body != nil {
 			pre.body.Release()
 		}
-		return err
+		return statusOf(err)
+	}
+	if pre.err != nil {
+		return refuse(pre.err)
 	}
 	if pr, ok, err := parsePutRange(pre.desc); ok {
 		if err != nil {
@@ -616,7 +433,7 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	}
 	name, err := nameOf(pre.desc)
 	if err == nil {
-		err = s.allowed(stream.Context(), OpWrite, name)
+		err = s.allowed(stream.Context(), dlgrpc.OpWrite, name)
 	}
 	if err == nil {
 		err = s.roomFor(name)
@@ -624,17 +441,20 @@ func (s *Server) DoPut(stream flight.FlightService_DoPutServer) error {
 	if err != nil {
 		return refuse(err)
 	}
-	r := newFrameReader(replay(pre, stream.RecvMsg), s.opts.Allocator, s.opts.MaxPutBytes)
+	r := newFrameReader(replay(pre, stream.RecvMsg), s.opts.Allocator, s.opts.MaxTensorBytes)
+	r.budget = &s.stored
 	t, err := receive(r, s.opts.Allocator)
 	if err != nil {
+		s.stored.give(r.taken)
 		return statusOf(err)
 	}
-	e := &entry{l: layout{}, release: func() { _ = t.Close() }}
-	if e.l, err = layoutOf(t.dtype, t.shape); err != nil {
-		t.Close()
+	taken := r.taken
+	e := &entry{release: func() { _ = t.Close(); s.stored.give(taken) }}
+	if e.l, err = layoutOf(t.DataType(), t.Shape()); err != nil {
+		e.release()
 		return statusOf(err)
 	}
-	e.data = t.data
+	e.data = t.Bytes()
 	e.refs.Store(1)
 	if err := s.store(name, e, true); err != nil {
 		return statusOf(err)
@@ -655,34 +475,13 @@ func replay(pre *inFrame, recv func(any) error) func(*inFrame) error {
 
 // roomFor refuses a new name beyond MaxTensors.
 func (s *Server) roomFor(name string) error {
-	if s.opts.MaxTensors <= 0 {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, held := s.tensors[name]; !held && len(s.tensors) >= s.opts.MaxTensors {
-		return status.Errorf(codes.ResourceExhausted, "dlflight: the server holds its %d tensors", s.opts.MaxTensors)
+		return status.Errorf(codes.ResourceExhausted, "dlflight: %v: the server holds its %d tensors (MaxTensors)", ErrLimit, s.opts.MaxTensors)
 	}
 	return nil
 }
 
-// statusOf gives an error its gRPC status code.
-func statusOf(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	switch {
-	case errors.Is(err, errLimit):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, ErrInvalid), errors.Is(err, errFrame), errors.Is(err, ErrType), errors.Is(err, ErrShape), errors.Is(err, ErrName):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrTruncated):
-		return status.Error(codes.Internal, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, err.Error())
-	}
-	return status.Error(codes.Internal, err.Error())
-}
+// statusOf gives an error its gRPC status code (dlgrpc.Status).
+func statusOf(err error) error { return dlgrpc.Status(err, ErrInvalid, ErrType, ErrName) }

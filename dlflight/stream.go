@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,6 +32,10 @@ type frameReader struct {
 	recvErr error // the transport's error, as opposed to a malformed stream
 	bodies  []*memory.Buffer
 	refs    atomic.Int64
+	// budget, when set, counts every body and header received (a
+	// server's MaxStoredBytes); taken is what this stream took of it.
+	budget *budget
+	taken  int64
 }
 
 func newFrameReader(recv func(*inFrame) error, alloc memory.Allocator, maxBody int64) *frameReader {
@@ -43,10 +48,13 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 	for {
 		f := &inFrame{alloc: r.alloc}
 		if err := r.recv(f); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, errFrame) {
+			if !errors.Is(err, io.EOF) {
 				r.recvErr = err
 			}
 			return nil, err
+		}
+		if f.err != nil {
+			return nil, f.err
 		}
 		if f.desc != nil && r.desc == nil {
 			r.desc = f.desc
@@ -63,7 +71,20 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 			if f.body != nil {
 				f.body.Release()
 			}
-			return nil, fmt.Errorf("%w: more than %d bytes (message bodies and headers) in one stream", errLimit, r.maxBody)
+			return nil, fmt.Errorf("%w: more than %d bytes (message bodies and headers) in one stream (MaxTensorBytes)", errLimit, r.maxBody)
+		}
+		if r.budget != nil {
+			n := int64(len(f.header))
+			if f.body != nil {
+				n += int64(f.body.Len())
+			}
+			if !r.budget.take(n) {
+				if f.body != nil {
+					f.body.Release()
+				}
+				return nil, fmt.Errorf("%w: what peers put holds %d bytes, and this stream %d more (MaxStoredBytes %d)", errLimit, r.budget.load(), n, r.budget.max)
+			}
+			r.taken += n
 		}
 		if len(f.header) == 0 {
 			if f.body != nil {
@@ -166,13 +187,12 @@ func receive(r *frameReader, alloc memory.Allocator) (_ *Tensor, err error) {
 	if rows != l.rows {
 		return nil, fmt.Errorf("%w: %d rows arrived for shape %v", ErrInvalid, rows, l.shape)
 	}
-	t := &Tensor{dtype: l.dtype, shape: l.shape}
+	var data []byte
+	var release func()
 	switch len(pieces) {
 	case 0:
-		t.owner = newOwner(nil)
 	case 1:
-		rec := recs[0]
-		t.data, t.owner = pieces[0].data, newOwner(rec.Release)
+		data, release = pieces[0].data, recs[0].Release
 	default:
 		buf := memory.NewResizableBuffer(alloc)
 		buf.Resize(int(l.nbytes))
@@ -183,7 +203,15 @@ func receive(r *frameReader, alloc memory.Allocator) (_ *Tensor, err error) {
 		for _, rec := range recs {
 			rec.Release()
 		}
-		t.data, t.owner = buf.Bytes()[:l.nbytes:l.nbytes], newOwner(buf.Release)
+		recs = nil
+		data, release = buf.Bytes()[:l.nbytes:l.nbytes], buf.Release
+	}
+	t, err := dlgrpc.NewTensor(l.dtype, l.shape, data, false, release)
+	if err != nil {
+		if release != nil && recs == nil {
+			release()
+		}
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return t, nil
 }
@@ -214,7 +242,10 @@ const batchOverhead = 512
 // the values to gRPC without a copy (gRPC's writer copies them into its
 // socket buffer), and keep stays referenced until gRPC is done with them;
 // without keep the codec copies them into gRPC's send buffer first.
-func send(sendMsg func(any) error, desc *flight.FlightDescriptor, ws *wireSchema, l layout, data []byte, keep *sending, maxMessage int) error {
+//
+// mapped, when set, is the file mapping data lies in (a tensorfile
+// tensor): the codec then copies every part, under a fault guard.
+func send(sendMsg func(any) error, desc *flight.FlightDescriptor, ws *wireSchema, l layout, data []byte, keep *dlgrpc.Hold, mapped bool, maxMessage int) error {
 	if maxMessage <= batchOverhead {
 		return fmt.Errorf("%w: a message of %d bytes cannot hold a record batch's metadata (%d bytes allowed for it)", errLimit, maxMessage, batchOverhead)
 	}
@@ -224,6 +255,9 @@ func send(sendMsg func(any) error, desc *flight.FlightDescriptor, ws *wireSchema
 		return fmt.Errorf("%w: a row of %d bytes and a batch's metadata (%d bytes allowed for it) do not fit in a message of %d", errLimit, rb, batchOverhead, maxMessage)
 	}
 	pw := &framePayloadWriter{send: sendMsg, desc: desc, keep: keep, max: maxMessage}
+	if mapped {
+		pw.guard = data
+	}
 	// The stream is what an ipc.Writer would write (the schema message,
 	// then one message per batch; Flight has no end-of-stream marker),
 	// with the schema's message made once per tensor rather than once per
@@ -275,9 +309,10 @@ func (l layout) wire(column string) *wireSchema {
 type framePayloadWriter struct {
 	send  func(any) error
 	desc  *flight.FlightDescriptor
-	keep  *sending
-	max   int // the message limit
-	n     int // payloads written
+	keep  *dlgrpc.Hold
+	guard []byte // the file mapping the values lie in, if any
+	max   int    // the message limit
+	n     int    // payloads written
 	parts partsWriter
 }
 
@@ -322,16 +357,16 @@ func (w *framePayloadWriter) writeFrame(header []byte, parts [][]byte) error {
 	if sendHook != nil {
 		sendHook(parts)
 	}
-	f := &outFrame{desc: w.desc, header: header, body: parts, keep: w.keep}
-	if w.keep != nil && w.keep.e.mapped {
-		f.keep, f.guard = nil, w.keep.e.data
-	}
+	f := &outFrame{desc: w.desc, header: header, body: parts, keep: w.keep, guard: w.guard}
 	w.desc = nil
 	if err := w.send(f); err != nil {
 		if f.err != nil {
 			return f.err // gRPC keeps only the text of Marshal's error
 		}
 		return err
+	}
+	if w.keep != nil {
+		w.keep.Sent()
 	}
 	return nil
 }

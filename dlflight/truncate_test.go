@@ -76,7 +76,7 @@ func TestMappedFileTruncated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got.data, want) {
+			if !bytes.Equal(got.Bytes(), want) {
 				t.Fatal("the mapped tensor arrived changed")
 			}
 			got.Close()

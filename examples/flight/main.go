@@ -32,6 +32,7 @@ import (
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlflight"
+	"github.com/godlpack/dlpack/dlgrpc"
 )
 
 // Two principals: the Python worker, and this program's own client.
@@ -51,8 +52,8 @@ func main() {
 		Tokens: map[string]string{token: "worker", serviceToken: "service"},
 		// the worker reads "x" and writes "y", nothing else; the service
 		// does anything
-		Allow: func(who string, op dlflight.Op, name string) bool {
-			return who == "service" || who == "worker" && (op == dlflight.OpRead && name == "x" || op == dlflight.OpWrite && name == "y")
+		Allow: func(who string, op dlgrpc.Op, name string) bool {
+			return who == "service" || who == "worker" && (op == dlgrpc.OpRead && name == "x" || op == dlgrpc.OpWrite && name == "y")
 		},
 	})
 	go func() {

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package dlflight
-
-import "net"
-
-// unsent is not known here: progress is what Write hands to the socket.
-func unsent(net.Conn) (int64, bool) { return 0, false }
