@@ -87,6 +87,7 @@ func NewServer(service string, opts ServerOptions, defaultMaxMessage, minSend in
 		grpc.WaitForHandlers(true),
 		grpc.InTapHandle(s.admit),
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+			defer placeOf(ctx).leave()
 			defer func() {
 				if r := recover(); r != nil {
 					resp, err = nil, s.panicStatus(info.FullMethod, r)
@@ -95,6 +96,7 @@ func NewServer(service string, opts ServerOptions, defaultMaxMessage, minSend in
 			return h(ctx, req)
 		}),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+			defer placeOf(ss.Context()).leave()
 			defer func() {
 				if r := recover(); r != nil {
 					err = s.panicStatus(info.FullMethod, r)
@@ -155,10 +157,33 @@ func (s *Server) admit(ctx context.Context, info *tap.Info) (_ context.Context, 
 	default:
 		return nil, status.Errorf(codes.ResourceExhausted, "%s: %v: the server runs %d calls at once (MaxConcurrentCalls)", s.service, ErrLimit, cap(s.calls))
 	}
-	ctx = context.WithValue(ctx, principalKey{}, principal)
-	// gRPC cancels a call's context when the call ends, whatever way.
-	context.AfterFunc(ctx, func() { <-s.calls })
+	p := &place{calls: s.calls}
+	ctx = context.WithValue(context.WithValue(ctx, principalKey{}, principal), placeKey{}, p)
+	// The handler gives the place back when it returns, before its
+	// answer goes out; a call that ends before its handler runs gives it
+	// back when gRPC cancels its context, which it does for every call
+	// that ends.
+	context.AfterFunc(ctx, p.leave)
 	return ctx, nil
+}
+
+// place is a call's place among MaxConcurrentCalls, given back once.
+type place struct {
+	calls chan struct{}
+	once  sync.Once
+}
+
+type placeKey struct{}
+
+func placeOf(ctx context.Context) *place {
+	p, _ := ctx.Value(placeKey{}).(*place)
+	return p
+}
+
+func (p *place) leave() {
+	if p != nil {
+		p.once.Do(func() { <-p.calls })
+	}
 }
 
 // authenticate runs Authenticate, or checks the bearer token when Tokens

@@ -250,6 +250,7 @@ func withRegion(params map[string]*pb.InferParameter, region string, off, n uint
 // declares is checked against what it carries, and against
 // MaxTensorBytes, before anything is allocated.
 func (c *Client) responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
+	defer in.freeRest()
 	model := req.Model
 	r := in.msg.(*pb.ModelInferResponse)
 	ws := make([]wireTensor, len(r.Outputs))

@@ -81,8 +81,11 @@ func openObject(name, key string) (*os.File, error) {
 	defer unix.Close(dir)
 	fd, err := unix.Openat(dir, k, unix.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		if err == unix.ELOOP {
+		switch err {
+		case unix.ELOOP:
 			return nil, bad("a symbolic link, which is not followed")
+		case unix.EISDIR:
+			return nil, bad("not a regular file (a directory)")
 		}
 		return nil, bad(err.Error())
 	}
