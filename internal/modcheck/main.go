@@ -17,8 +17,9 @@
 // outside the workspace; its `go list -m all` must hold nothing the
 // package does not need. A core package may reach no module of the
 // heavy list below; a bridge may reach the core's modules, its own
-// library's (a second throw-away module that imports only the library)
-// and the repository modules it requires. The module counts go into
+// library's (a second throw-away module that imports only the library,
+// tidied, at the bridge's versions) and the repository modules it
+// requires. The module counts go into
 // docs/modules.md between the generated markers; without -update the
 // table there must be current.
 package main
@@ -44,6 +45,16 @@ type public struct {
 }
 
 const core = "github.com/godlpack/dlpack"
+
+// rules: the public packages of a repository and what their graphs may hold.
+type rules struct {
+	publics  []public
+	heavy    []string // modules no core package may pull into a user's build
+	testOnly []string // modules that tests of the repository use, and no package
+}
+
+// ours: this repository's rules.
+var ours = rules{publics: publics, heavy: heavy, testOnly: testOnly}
 
 var publics = []public{
 	{pkg: ""},
@@ -81,8 +92,8 @@ const (
 	endTable   = "<!-- modcheck graph: end -->"
 )
 
-// work is go.work as `go work edit -json` prints it.
-var work struct {
+// workFile is go.work as `go work edit -json` prints it.
+type workFile struct {
 	Use     []struct{ DiskPath string }
 	Replace []struct {
 		Old struct{ Path, Version string }
@@ -96,6 +107,13 @@ type module struct {
 	replaces  []string
 }
 
+// repo: a repository's workspace, its modules and its VERSION.
+type repo struct {
+	root, version string
+	work          workFile
+	mods          []module
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fatalf("usage: modcheck tidy [-fix] | graph [-update]")
@@ -104,13 +122,18 @@ func main() {
 	fix := fs.Bool("fix", false, "write the tidied go.mod and go.sum back")
 	update := fs.Bool("update", false, "rewrite the table in "+docPath)
 	fs.Parse(os.Args[2:])
-	root, mods, version := workspace()
-	var err error
+	r, err := loadRepo(".")
+	if err != nil {
+		fatalf("%v", err)
+	}
 	switch os.Args[1] {
 	case "tidy":
-		err = tidy(root, mods, version, *fix)
+		err = r.tidy(*fix)
 	case "graph":
-		err = graph(root, mods, version, *update)
+		var table string
+		if table, err = r.graph(ours, *update); err == nil {
+			fmt.Println(table)
+		}
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -124,28 +147,34 @@ func fatalf(format string, a ...any) {
 	os.Exit(1)
 }
 
-// workspace reads go.work and VERSION at the repository's root.
-func workspace() (string, []module, string) {
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == "off" {
-		fatalf("no go.work in use (GOWORK=%q): run from the repository", strings.TrimSpace(string(out)))
+// loadRepo reads go.work (the one the go command uses in dir), every
+// module it lists and VERSION at its root.
+func loadRepo(dir string) (*repo, error) {
+	cmd := exec.Command("go", "env", "GOWORK")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if gowork := strings.TrimSpace(string(out)); err != nil || gowork == "" || gowork == "off" {
+		return nil, fmt.Errorf("no go.work in use (GOWORK=%q): run from the repository", gowork)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	r := &repo{root: filepath.Dir(strings.TrimSpace(string(out)))}
+	v, err := os.ReadFile(filepath.Join(r.root, "VERSION"))
 	if err != nil {
-		fatalf("%v", err)
+		return nil, err
 	}
-	version := strings.TrimSpace(string(v))
-	mustJSON(root, &work, "go", "work", "edit", "-json")
-	var mods []module
-	for _, u := range work.Use {
-		dir := filepath.Join(root, u.DiskPath)
+	r.version = strings.TrimSpace(string(v))
+	if err := readJSON(r.root, &r.work, "go", "work", "edit", "-json"); err != nil {
+		return nil, err
+	}
+	for _, u := range r.work.Use {
+		dir := filepath.Join(r.root, u.DiskPath)
 		var mf struct {
 			Module  struct{ Path string }
 			Require []struct{ Path, Version string }
 			Replace []struct{ Old struct{ Path string } }
 		}
-		mustJSON(dir, &mf, "go", "mod", "edit", "-json")
+		if err := readJSON(dir, &mf, "go", "mod", "edit", "-json"); err != nil {
+			return nil, err
+		}
 		m := module{dir: dir, path: mf.Module.Path, requires: map[string]string{}}
 		for _, r := range mf.Require {
 			m.requires[r.Path] = r.Version
@@ -153,21 +182,22 @@ func workspace() (string, []module, string) {
 		for _, r := range mf.Replace {
 			m.replaces = append(m.replaces, r.Old.Path)
 		}
-		mods = append(mods, m)
+		r.mods = append(r.mods, m)
 	}
-	return root, mods, version
+	return r, nil
 }
 
-func mustJSON(dir string, v any, name string, args ...string) {
+func readJSON(dir string, v any, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
-		fatalf("%s %s in %s: %v", name, strings.Join(args, " "), dir, stderr(err))
+		return fmt.Errorf("%s %s in %s: %v", name, strings.Join(args, " "), dir, stderr(err))
 	}
 	if err := json.Unmarshal(out, v); err != nil {
-		fatalf("%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
+		return fmt.Errorf("%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
 	}
+	return nil
 }
 
 func stderr(err error) error {
@@ -199,7 +229,11 @@ func replaceAll(mods []module) []string {
 	return flags
 }
 
-func tidy(root string, mods []module, version string, fix bool) error {
+// tidy: every module tidy, none requiring another at a version but
+// VERSION, go.work replacing each required one, no replace directives;
+// with fix, the tidied go.mod and go.sum are written back instead.
+func (rp *repo) tidy(fix bool) error {
+	root, mods, version := rp.root, rp.mods, rp.version
 	var problems []string
 	paths := map[string]bool{}
 	for _, m := range mods {
@@ -218,7 +252,7 @@ func tidy(root string, mods []module, version string, fix bool) error {
 			continue
 		}
 		ok := false
-		for _, r := range work.Replace {
+		for _, r := range rp.work.Replace {
 			if r.Old.Path == m.path && r.Old.Version == version && filepath.Join(root, r.New.Path) == m.dir {
 				ok = true
 			}
@@ -422,11 +456,15 @@ func owner(mods []module, pkg string) module {
 	return best
 }
 
-func graph(root string, mods []module, version string, update bool) error {
+// graph: the module graph of a user of each public package, checked
+// against rl; it returns the table of docs/modules.md, which it writes
+// there with update and otherwise requires to be current.
+func (rp *repo) graph(rl rules, update bool) (string, error) {
+	root, mods, version := rp.root, rp.mods, rp.version
 	var problems []string
 	var rows []string
 	var coreGraph []string
-	for _, p := range publics {
+	for _, p := range rl.publics {
 		path := core
 		if p.pkg != "" {
 			path += "/" + p.pkg
@@ -440,7 +478,7 @@ func graph(root string, mods []module, version string, update bool) error {
 			got, built, err = probe(mods, map[string]string{m.path: version}, []string{path}, true)
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		if p.pkg == "" {
 			coreGraph = got
@@ -448,26 +486,40 @@ func graph(root string, mods []module, version string, update bool) error {
 		var bad []string
 		if p.libs == nil {
 			for _, g := range got {
-				for _, h := range heavy {
+				for _, h := range rl.heavy {
 					if g == h || strings.HasPrefix(g, h+"/") {
 						bad = append(bad, g)
 					}
 				}
 			}
 		} else {
-			// The library's tree at the versions the bridge requires:
-			// its go.mod's requirements but this repository's modules
-			// and what only its tests use, untidied (a tidy would
-			// lower versions the bridge's own requirements raise).
+			// The library's tree at the versions the bridge requires.
+			// First the modules a tidied module that imports only the
+			// library holds, from the bridge's requirements (but this
+			// repository's modules and what only its tests use): a
+			// requirement outside them, which only the bridge's own
+			// code or nothing imports, drops out there. Then those of
+			// the bridge's requirements among them, at the bridge's
+			// versions, untidied (a tidy would lower versions the
+			// bridge's own requirements raise).
 			reqs := map[string]string{}
 			for r, v := range m.requires {
-				if owner(mods, r).path == "" && !slices.Contains(testOnly, r) {
+				if owner(mods, r).path == "" && !slices.Contains(rl.testOnly, r) {
 					reqs[r] = v
+				}
+			}
+			tidied, _, err := probe(mods, reqs, p.libs, true)
+			if err != nil {
+				return "", err
+			}
+			for r := range reqs {
+				if !slices.Contains(tidied, r) {
+					delete(reqs, r)
 				}
 			}
 			lib, _, err := probe(mods, reqs, p.libs, false)
 			if err != nil {
-				return err
+				return "", err
 			}
 			allowed := map[string]bool{"example.com/probe": true, m.path: true}
 			for _, l := range slices.Concat(lib, coreGraph) {
@@ -493,25 +545,24 @@ func graph(root string, mods []module, version string, update bool) error {
 		strings.Join(rows, "\n") + "\n" + endTable
 	doc, err := os.ReadFile(filepath.Join(root, docPath))
 	if err != nil {
-		return err
+		return "", err
 	}
 	i, j := bytes.Index(doc, []byte(beginTable)), bytes.Index(doc, []byte(endTable))
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: the generated table's markers are missing", docPath)
+		return "", fmt.Errorf("%s: the generated table's markers are missing", docPath)
 	}
 	newDoc := slices.Concat(doc[:i], []byte(table), doc[j+len(endTable):])
 	if update {
 		if err := os.WriteFile(filepath.Join(root, docPath), newDoc, 0o644); err != nil {
-			return err
+			return "", err
 		}
 	} else if !bytes.Equal(newDoc, doc) {
 		problems = append(problems, fmt.Sprintf("%s: the module counts changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, table))
 	}
 	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "\n"))
+		return "", errors.New(strings.Join(problems, "\n"))
 	}
-	fmt.Println(table)
-	return nil
+	return table, nil
 }
 
 func display(pkg string) string {
