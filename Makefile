@@ -123,8 +123,9 @@ python: python-lib python-loader $(VENV)/.installed $(VENV20)/.installed
 	@out="$$($(PYRUN) examples/python/demo.py)"; echo "$$out"; \
 		grep -q '^done: outstanding exports 0$$' <<< "$$out" || { echo "the Python example did not end with nothing outstanding"; exit 1; }
 
-# cmd/dlpack-python as a user runs it: a fresh module outside the
-# repository (the README's two lines), go generate, a c-shared library,
+# cmd/dlpack-python as a user runs it: docs/python.md's round trip in an
+# empty module outside the repository (the README's lines), go generate,
+# a c-shared library,
 # and NumPy through the generated loader, both ways; a library loaded with
 # ctypes.CDLL refused with a RuntimeError.
 python-loader: $(VENV)/.installed
@@ -212,12 +213,13 @@ downstream:
 	GO=$(GO) bash examples/downstream/check.sh core
 	GO=$(GO) bash examples/downstream/check.sh flight
 
-# The first hour of a new user (examples/firsthour): a throw-away module
-# outside the repository made by the README's "Depending on it" lines;
-# a safetensors file to C, a Flight tensor to pyarrow.flight, an image
-# and a gonum matrix to NumPy through the generated Python loader.
+# The first hour of a new user (examples/firsthour): an empty module
+# outside the repository given its requirements by the README's
+# "Depending on it" lines, then three programs: a safetensors file to C,
+# a Flight tensor to pyarrow.flight, an image and a gonum matrix to NumPy
+# through the generated Python loader.
 firsthour: $(VENV)/.installed
-	@echo "== the first hour: a module from the README's lines, three programs"
+	@echo "== the first hour: an empty module, the README's lines, then three programs"
 	PY=$(CURDIR)/$(VENV)/bin/python GO=$(GO) bash examples/firsthour/check.sh
 
 # Tensor files (package tensorfile) against the real NumPy and safetensors
