@@ -4,7 +4,7 @@
 // loader that goes with it. Meant for go generate, in the library's main
 // package:
 //
-//	//go:generate go run github.com/godlpack/dlpack/cmd/dlpack-python -name mylib
+//	//go:generate go tool dlpack-python -name mylib
 //
 // writes mylib_dlpack.go and mylib.py. The Go file keeps the producers
 // Python holds by id (mylibRegister(p) returns the id, mylibLookup finds
