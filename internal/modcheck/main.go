@@ -86,10 +86,17 @@ var heavy = []string{
 // testOnly: modules that tests of the repository use, and no package.
 var testOnly = []string{"github.com/stretchr/testify", "github.com/x448/float16"}
 
+// raisedShown: indirect requirements named in docs/modules.md's table of
+// what each module raises, beside its direct ones: modules that many
+// programs require themselves.
+var raisedShown = []string{"golang.org/x/sys", "golang.org/x/net", "google.golang.org/grpc", "google.golang.org/protobuf"}
+
 const (
-	docPath    = "docs/modules.md"
-	beginTable = "<!-- modcheck graph: begin (go run ./internal/modcheck graph -update) -->"
-	endTable   = "<!-- modcheck graph: end -->"
+	docPath     = "docs/modules.md"
+	beginTable  = "<!-- modcheck graph: begin (go run ./internal/modcheck graph -update) -->"
+	endTable    = "<!-- modcheck graph: end -->"
+	beginRaises = "<!-- modcheck raises: begin (go run ./internal/modcheck graph -update) -->"
+	endRaises   = "<!-- modcheck raises: end -->"
 )
 
 // workFile is go.work as `go work edit -json` prints it.
@@ -103,7 +110,9 @@ type workFile struct {
 
 type module struct {
 	dir, path string
-	requires  map[string]string
+	goVersion string            // its go line
+	requires  map[string]string // path -> version
+	indirect  map[string]bool   // the requirements marked // indirect
 	replaces  []string
 }
 
@@ -169,15 +178,20 @@ func loadRepo(dir string) (*repo, error) {
 		dir := filepath.Join(r.root, u.DiskPath)
 		var mf struct {
 			Module  struct{ Path string }
-			Require []struct{ Path, Version string }
+			Go      string
+			Require []struct {
+				Path, Version string
+				Indirect      bool
+			}
 			Replace []struct{ Old struct{ Path string } }
 		}
 		if err := readJSON(dir, &mf, "go", "mod", "edit", "-json"); err != nil {
 			return nil, err
 		}
-		m := module{dir: dir, path: mf.Module.Path, requires: map[string]string{}}
+		m := module{dir: dir, path: mf.Module.Path, goVersion: mf.Go, requires: map[string]string{}, indirect: map[string]bool{}}
 		for _, r := range mf.Require {
 			m.requires[r.Path] = r.Version
+			m.indirect[r.Path] = r.Indirect
 		}
 		for _, r := range mf.Replace {
 			m.replaces = append(m.replaces, r.Old.Path)
@@ -462,7 +476,7 @@ func owner(mods []module, pkg string) module {
 func (rp *repo) graph(rl rules, update bool) (string, error) {
 	root, mods, version := rp.root, rp.mods, rp.version
 	var problems []string
-	var rows []string
+	var rows, raises []string
 	var coreGraph []string
 	for _, p := range rl.publics {
 		path := core
@@ -540,29 +554,67 @@ func (rp *repo) graph(rl rules, update bool) (string, error) {
 			problems = append(problems, fmt.Sprintf("%s: a user's module graph holds %s, which it does not need", display(p.pkg), strings.Join(bad, ", ")))
 		}
 		rows = append(rows, fmt.Sprintf("| `%s` | `%s` | %d | %d |", display(p.pkg), m.path, len(got), len(built)))
+		if row := raisesRow(mods, m); !slices.Contains(raises, row) {
+			raises = append(raises, row)
+		}
 	}
 	table := beginTable + "\n| package | its module | modules in a user's graph (`go list -m all`) | modules whose code is built |\n|---|---|---|---|\n" +
 		strings.Join(rows, "\n") + "\n" + endTable
+	raisesTable := beginRaises + "\n| module | `go` line | requires, so a user's graph gets at least |\n|---|---|---|\n" +
+		strings.Join(raises, "\n") + "\n" + endRaises
 	doc, err := os.ReadFile(filepath.Join(root, docPath))
 	if err != nil {
 		return "", err
 	}
-	i, j := bytes.Index(doc, []byte(beginTable)), bytes.Index(doc, []byte(endTable))
-	if i < 0 || j < i {
-		return "", fmt.Errorf("%s: the generated table's markers are missing", docPath)
+	counted, err := replaceBetween(doc, beginTable, endTable, table)
+	if err != nil {
+		return "", err
 	}
-	newDoc := slices.Concat(doc[:i], []byte(table), doc[j+len(endTable):])
+	newDoc, err := replaceBetween(counted, beginRaises, endRaises, raisesTable)
+	if err != nil {
+		return "", err
+	}
 	if update {
 		if err := os.WriteFile(filepath.Join(root, docPath), newDoc, 0o644); err != nil {
 			return "", err
 		}
-	} else if !bytes.Equal(newDoc, doc) {
-		problems = append(problems, fmt.Sprintf("%s: the module counts changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, table))
+	} else {
+		if !bytes.Equal(counted, doc) {
+			problems = append(problems, fmt.Sprintf("%s: the module counts changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, table))
+		}
+		if !bytes.Equal(newDoc, counted) {
+			problems = append(problems, fmt.Sprintf("%s: the versions each module raises changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, raisesTable))
+		}
 	}
 	if len(problems) > 0 {
 		return "", errors.New(strings.Join(problems, "\n"))
 	}
-	return table, nil
+	return table + "\n\n" + raisesTable, nil
+}
+
+// raisesRow: what m's go.mod makes a user's module graph hold at least,
+// by minimal version selection: its go line, its direct requirements
+// outside this repository, and those of raisedShown among its indirect
+// ones.
+func raisesRow(mods []module, m module) string {
+	var reqs []string
+	for p, v := range m.requires {
+		if owner(mods, p).path == "" && (!m.indirect[p] || slices.Contains(raisedShown, p)) {
+			reqs = append(reqs, fmt.Sprintf("`%s` %s", p, v))
+		}
+	}
+	slices.Sort(reqs)
+	return fmt.Sprintf("| `%s` | %s | %s |", m.path, m.goVersion, strings.Join(reqs, ", "))
+}
+
+// replaceBetween replaces what lies from begin to end in doc by table
+// (which holds the two markers).
+func replaceBetween(doc []byte, begin, end, table string) ([]byte, error) {
+	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("%s: the generated table's markers are missing (%s)", docPath, begin)
+	}
+	return slices.Concat(doc[:i], []byte(table), doc[j+len(end):]), nil
 }
 
 func display(pkg string) string {

@@ -104,7 +104,7 @@ func fixture(t *testing.T) string {
 	write(t, filepath.Join(root, "dlpack.go"), "package dlpack\n")
 	write(t, filepath.Join(root, "dlb", "go.mod"), dlbMod)
 	write(t, filepath.Join(root, "dlb", "dlb.go"), "package dlb\n\nimport (\n\t_ \"example.com/lib\"\n\t_ \"github.com/godlpack/dlpack\"\n)\n")
-	write(t, filepath.Join(root, docPath), "# Modules\n\n"+beginTable+"\n"+endTable+"\n")
+	write(t, filepath.Join(root, docPath), "# Modules\n\n"+beginTable+"\n"+endTable+"\n\n"+beginRaises+"\n"+endRaises+"\n")
 	r := load(t, root)
 	if err := r.tidy(true); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,9 @@ func TestChecksCatchPlantedFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, row := range []string{"| `github.com/godlpack/dlpack` | `github.com/godlpack/dlpack` | 2 | 2 |",
-			"| `dlb` | `github.com/godlpack/dlpack/dlb` | 4 | 4 |"} {
+			"| `dlb` | `github.com/godlpack/dlpack/dlb` | 4 | 4 |",
+			"| `github.com/godlpack/dlpack` | 1.25.0 |  |",
+			"| `github.com/godlpack/dlpack/dlb` | 1.25.0 | `example.com/lib` v1.0.0 |"} {
 			if !strings.Contains(table, row) {
 				t.Errorf("the table lacks %q:\n%s", row, table)
 			}
@@ -205,6 +207,17 @@ func TestChecksCatchPlantedFaults(t *testing.T) {
 		{"no table", docPath,
 			func(s string) string { return strings.Replace(s, endTable, "", 1) },
 			graph, "the generated table's markers are missing"},
+		{"a raised go line", "dlb/go.mod",
+			func(s string) string { return strings.Replace(s, "go 1.25.0", "go 1.26.0", 1) },
+			graph, "the versions each module raises changed"},
+		{"a stale raises table", docPath,
+			func(s string) string {
+				return strings.Replace(s, "`example.com/lib` v1.0.0", "`example.com/lib` v0.9.0", 1)
+			},
+			graph, "the versions each module raises changed"},
+		{"no raises table", docPath,
+			func(s string) string { return strings.Replace(s, beginRaises, "", 1) },
+			graph, "the generated table's markers are missing (" + beginRaises},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plant(t, root, c.file, c.edit)
