@@ -32,6 +32,8 @@ fmt-check:
 	@echo "== gofmt"
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# staticcheck reads staticcheck.conf: its default checks, and ST1020-ST1022
+# (every doc comment opens with its identifier).
 vet:
 	@echo "== go vet (cgo and CGO_ENABLED=0), staticcheck"
 	$(GO) vet $(PKGS)
