@@ -9,7 +9,7 @@ import (
 	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
-// Copy is the explicit copy for what FromArray refuses to share: it
+// CopyFromArray is the explicit copy for what FromArray refuses to share: it
 // copies a flat array into a new Go tensor (a 1-d dlpack.Array, 256-byte
 // aligned, writable, owned by the caller), with null entries replaced by
 // fill. Boolean arrays are unpacked into bytes (T = bool). T must be the

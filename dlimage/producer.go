@@ -95,7 +95,7 @@ func (t *Tensor) check() (int64, error) {
 	return numel, nil
 }
 
-// Pixels returns the zero-copy tensor of an 8-bit image's samples (see the
+// FromImage returns the zero-copy tensor of an 8-bit image's samples (see the
 // package documentation for the shape of each type). The tensor shares
 // img's memory: a sub-image is described through its offset into Pix and
 // its parent's row stride. It fails with ErrBigEndian for the 16-bit
@@ -135,7 +135,7 @@ func FromImage(img image.Image) (*Tensor, error) {
 	case *image.Gray16, *image.RGBA64, *image.NRGBA64:
 		return nil, fieldErr(ErrBigEndian, "image", fmt.Sprintf("%T", img), "copy it with CopyFromGray16, CopyFromRGBA64 or CopyFromNRGBA64")
 	case *image.YCbCr:
-		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use Planes")
+		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "its planes are separate tensors: use FromYCbCr")
 	default:
 		return nil, fieldErr(ErrUnsupported, "image", fmt.Sprintf("%T", img), "no tensor layout for this type")
 	}
@@ -168,7 +168,7 @@ func plane(img image.Image, pix []uint8, stride, h, w, channels, off int) (*Tens
 	return t, nil
 }
 
-// Planes returns the three zero-copy tensors of a *image.YCbCr: Y of shape
+// FromYCbCr returns the three zero-copy tensors of a *image.YCbCr: Y of shape
 // (H, W) with strides (YStride, 1), and Cb and Cr of shape (CH, CW) with
 // strides (CStride, 1), where CH and CW count the chroma samples that cover
 // the image's Rect at its SubsampleRatio, as the image package computes
@@ -220,9 +220,9 @@ func yCbCrSize(r image.Rectangle, ratio image.YCbCrSubsampleRatio) (w, h, cw, ch
 	return w, h, cw, ch
 }
 
-// Palette returns a copy of a palette as an (N, 4) uint8 array of
+// CopyFromPalette returns a copy of a palette as an (N, 4) uint8 array of
 // non-premultiplied RGBA colours (color.NRGBAModel), row i being the colour
-// of index i: what the indices from Pixels of an *image.Paletted refer to.
+// of index i: what the indices from FromImage of an *image.Paletted refer to.
 func CopyFromPalette(p color.Palette) *dlpack.Array[uint8] {
 	data := dlpack.AlignedSlice[uint8](4 * len(p))
 	for i, c := range p {

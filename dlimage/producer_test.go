@@ -24,7 +24,7 @@ func fill(pix []uint8) {
 	}
 }
 
-// eightBit is one 8-bit image of each type Pixels exports, 5 wide (odd)
+// eightBit is one 8-bit image of each type FromImage exports, 5 wide (odd)
 // and 3 high, with the bytes per pixel of its Pix.
 func eightBit() []struct {
 	img      image.Image
@@ -216,7 +216,7 @@ func TestPixelsRefusals(t *testing.T) {
 		require.ErrorAs(t, err, &fe)
 		assert.NotEmpty(t, fe.Why)
 	}
-	// A Tensor whose fields were changed after Pixels is checked again.
+	// A Tensor whose fields were changed after FromImage is checked again.
 	tn, err := dlimage.FromImage(image.NewGray(r))
 	require.NoError(t, err)
 	tn.Pix = tn.Pix[:4]

@@ -20,8 +20,9 @@ import (
 	"github.com/godlpack/dlpack/internal/nilcheck"
 )
 
-// ErrExchange: an entry of a DLPack exchange table failed, or a Python
-// type cannot be given one.
+// ErrExchange is wrapped by the errors of a DLPack exchange table's
+// entries that fail and of Publish when a Python type cannot be given a
+// table.
 var ErrExchange = errors.New("pycapsule: DLPack exchange API")
 
 // TensorType tells the exchange API how to read and make the instances of

@@ -72,7 +72,8 @@ var (
 	// ErrNoGIL: an entry point was called on a thread that does not hold
 	// the GIL, as from a library loaded with ctypes.CDLL (which releases
 	// it around every call); load it with ctypes.PyDLL. Raise makes it a
-	// RuntimeError.
+	// RuntimeError; an entry point that returns an object returns None
+	// with it set, which CPython raises as the cause of a SystemError.
 	ErrNoGIL = errors.New("pycapsule: called without the GIL held (load the library with ctypes.PyDLL, not ctypes.CDLL)")
 )
 

@@ -4,7 +4,7 @@
 // loader that goes with it. Meant for go generate, in the library's main
 // package:
 //
-//	//go:generate go run github.com/godlpack/dlpack/cmd/dlpack-python -name mylib
+//	//go:generate go tool dlpack-python -name mylib
 //
 // writes mylib_dlpack.go and mylib.py. The Go file keeps the producers
 // Python holds by id (mylibRegister(p) returns the id, mylibLookup finds
@@ -12,7 +12,8 @@
 // mylib_from_dlpack, mylib_free, mylib_live and mylib_outstanding. The
 // loader opens libmylib.so (next to mylib.py, or $MYLIB_LIB) with
 // ctypes.PyDLL, so that every call holds the GIL as pycapsule requires
-// (a library loaded with ctypes.CDLL gets a RuntimeError instead), and
+// (loaded with ctypes.CDLL, its __dlpack__ raises a SystemError whose
+// cause is pycapsule's RuntimeError, ErrNoGIL), and
 // defines GoTensor (__dlpack__, __dlpack_device__, from_dlpack, close),
 // from_dlpack, tensor (wraps what an //export function of the library
 // returns: the id of a registered producer), live and outstanding. The

@@ -48,7 +48,7 @@ func TestWritesAndChecks(t *testing.T) {
 // register producers for Python and read what Python hands over.
 const demoMain = `package main
 
-//go:generate go run github.com/godlpack/dlpack/cmd/dlpack-python -name demo
+//go:generate go tool dlpack-python -name demo
 
 // #include <stdint.h>
 import "C"
@@ -101,7 +101,10 @@ assert demo.lib.demo_sum(g._id) == 6.0
 y = np.from_dlpack(g)
 assert y.ctypes.data == x.ctypes.data, "Go handed NumPy's memory back without a copy"
 
-# Loaded without the GIL (ctypes.CDLL), the entry points refuse clearly.
+# Loaded with ctypes.CDLL, which releases the GIL around each call, the
+# entry points touch nothing and refuse: CPython raises a SystemError
+# ("returned a result with an exception set") whose cause is pycapsule's
+# RuntimeError, as docs/python.md says.
 c = ctypes.CDLL(os.environ["DEMO_LIB"])
 c.demo_dlpack.restype = ctypes.py_object
 c.demo_dlpack.argtypes = [ctypes.c_int64, ctypes.py_object, ctypes.py_object, ctypes.py_object, ctypes.py_object]
@@ -111,10 +114,10 @@ for call in (lambda: c.demo_dlpack(t._id, None, None, None, None), lambda: c.dem
     try:
         call()
         raise AssertionError("no error without the GIL")
-    except (RuntimeError, SystemError) as e:
-        # CPython reports the RuntimeError of a CDLL call as a SystemError's cause.
-        err = e if isinstance(e, RuntimeError) else e.__cause__
-        assert isinstance(err, RuntimeError) and "PyDLL" in str(err), repr(e)
+    except SystemError as e:
+        assert "returned a result with an exception set" in str(e), repr(e)
+        assert type(e.__cause__) is RuntimeError and "ctypes.PyDLL" in str(e.__cause__), repr(e.__cause__)
+        print("ctypes.CDLL:", repr(e), "from", repr(e.__cause__))
 
 del a, y
 t.close(); g.close()
@@ -123,11 +126,13 @@ assert demo.live() == 0 and demo.outstanding() == 0, (demo.live(), demo.outstand
 print("round trip: ok")
 `
 
-// TestFreshModuleRoundTrip builds a library the way a user would: a new
-// module outside this repository that depends on the library by the
-// README's two lines, go generate, go build -buildmode=c-shared; then
-// Python with NumPy (GODLPACK_PYTHON, which make python sets) loads it
-// through the generated loader, both ways.
+// TestFreshModuleRoundTrip builds a library the way docs/python.md does:
+// an empty module outside this repository that depends on the library
+// by the README's lines (its first sh block under "Depending on it", run
+// as written but for the checkout's path), the tool line, then the code,
+// go generate, go build -buildmode=c-shared; then Python with NumPy
+// (GODLPACK_PYTHON, which make python sets) loads it through the
+// generated loader, both ways, and through ctypes.CDLL, refused.
 func TestFreshModuleRoundTrip(t *testing.T) {
 	py := os.Getenv("GODLPACK_PYTHON")
 	if py == "" {
@@ -141,22 +146,36 @@ func TestFreshModuleRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := readmeDepending(t, string(readme))
+	if v := strings.TrimSpace(string(version)); !strings.Contains(strings.Join(lines, "\n"), "@"+v) {
+		t.Fatalf("the README's lines do not name VERSION %s:\n%s", v, strings.Join(lines, "\n"))
+	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(demoMain), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "check.py"), []byte(demoPy), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	lib := filepath.Join(dir, "libdemo.so")
-	for _, args := range [][]string{
-		{"go", "mod", "init", "example.com/demo"},
-		{"go", "mod", "edit", "-require=github.com/godlpack/dlpack@" + strings.TrimSpace(string(version)), "-replace=github.com/godlpack/dlpack=" + root},
-		{"go", "mod", "tidy"},
-		{"go", "generate"},
-		{"go", "build", "-buildmode=c-shared", "-o", lib, "."},
-		{py, "check.py"},
-	} {
+	steps := [][]string{{"go", "mod", "init", "example.com/demo"}}
+	for _, l := range lines {
+		steps = append(steps, strings.Fields(strings.ReplaceAll(l, "=../dlpack", "="+root)))
+	}
+	steps = append(steps,
+		[]string{"go", "mod", "edit", "-tool=github.com/godlpack/dlpack/cmd/dlpack-python"},
+		nil, // the code
+		[]string{"go", "generate"},
+		[]string{"go", "build", "-buildmode=c-shared", "-o", lib, "."},
+		[]string{py, "check.py"})
+	for _, args := range steps {
+		if args == nil {
+			if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(demoMain), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "check.py"), []byte(demoPy), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "DEMO_LIB="+lib, "PYTHONPATH="+dir)
@@ -168,4 +187,22 @@ func TestFreshModuleRoundTrip(t *testing.T) {
 			t.Logf("%s", out)
 		}
 	}
+}
+
+// readmeDepending: the lines of the first sh block under the README's
+// "## Depending on it".
+func readmeDepending(t *testing.T, readme string) []string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n## Depending on it\n")
+	if ok {
+		section, _, _ = strings.Cut(section, "\n## ")
+		_, section, ok = strings.Cut(section, "```sh\n")
+	}
+	if ok {
+		section, _, ok = strings.Cut(section, "\n```")
+	}
+	if !ok || strings.TrimSpace(section) == "" {
+		t.Fatal("README.md: no sh block under \"## Depending on it\"")
+	}
+	return strings.Split(strings.TrimSpace(section), "\n")
 }

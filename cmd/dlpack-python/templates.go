@@ -133,7 +133,7 @@ import os
 
 _path = os.environ.get("{{.Upper}}_LIB", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib{{.Name}}.so"))
 # PyDLL, not CDLL: every call keeps the GIL, which package pycapsule needs
-# (with CDLL its entry points raise RuntimeError).
+# (with CDLL its entry points refuse: a SystemError from a RuntimeError).
 lib = ctypes.PyDLL(_path)
 _obj = ctypes.py_object
 lib.{{.Name}}_init.restype = ctypes.c_int

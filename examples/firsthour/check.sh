@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The first hour of a new user, as a test: a copy of this folder outside
-# the repository, with the repository beside it as ../dlpack, gets its
-# go.mod from the README's "Depending on it" lines, run as written there
-# (the dlflight line once more for dlgonum), after which its three
-# programs build and run against the real peers:
+# The first hour of a new user, as a test: an empty module outside the
+# repository (go mod init, no code), with the repository beside it as
+# ../dlpack, gets its requirements from the README's "Depending on it"
+# lines, run as written there (each dlflight line once more for
+# dlgonum); only then are this folder's three programs copied in, and
+# they build and run against the real peers, with no go mod tidy between:
 #
 #   st2c    a safetensors file written by Python's safetensors, mapped by
 #           Go, summed by C in place (the header from go tool dlpack-header)
@@ -24,20 +25,24 @@ trap 'rm -rf "$tmp"' EXIT
 export GOFLAGS= GOWORK=off
 ln -s "$root" "$tmp/dlpack"
 mkdir "$tmp/firsthour"
-cp -r "$here"/. "$tmp/firsthour"
 cd "$tmp/firsthour"
+run() { echo "\$ $1"; eval "${1/#go /$GO }"; }
+run "go mod init example.com/firsthour"
 
-# The README's blocks, in order: the core first (st2c needs nothing more),
-# then the bridges and the tools.
+# The README's blocks, in order, in the module with no code yet: the
+# core, then the bridges and the tools.
 blocks=$(awk '/^## Depending on it/ { on = 1; next } /^## / { on = 0 } on && /^```sh/ { n++; b = 1; next } b && /^```/ { b = 0; next } on && b { print n "\t" $0 }' "$root/README.md")
 [ "$(cut -f1 <<< "$blocks" | sort -u | wc -l)" -ge 2 ] || { echo "README: no two sh blocks under 'Depending on it'"; exit 1; }
-run() { echo "\$ $1"; eval "${1/#go /$GO }"; }
-mv flight topy "$tmp/"
 while IFS=$'\t' read -r n line; do
-	if [ "$n" != 1 ] && [ ! -d flight ]; then mv "$tmp/flight" "$tmp/topy" .; fi
 	run "$line"
 	if [[ $line == *dlflight* ]]; then run "${line//dlflight/dlgonum}"; fi
 done <<< "$blocks"
+for m in github.com/godlpack/dlpack github.com/godlpack/dlpack/dlflight github.com/godlpack/dlpack/dlgonum; do
+	$GO list -m "$m" > /dev/null || { echo "after the README's lines, go.mod does not require $m:"; cat go.mod; exit 1; }
+done
+
+echo "-- the programs, written after the README's lines"
+(cd "$here" && cp -r doc.go st2c flight topy "$tmp/firsthour/")
 
 echo "-- go generate, vet"
 $GO generate ./...
@@ -59,4 +64,10 @@ echo "-- topy: an image and a gonum matrix to NumPy through the generated loader
 $GO build -buildmode=c-shared -o topy/libtopy.so ./topy
 out=$(PYTHONPATH=topy $PY topy/use.py); echo "$out"
 grep -q '^done: outstanding exports 0$' <<< "$out"
+echo "-- go mod tidy, now that the code imports them: every requirement stays"
+$GO mod tidy
+for m in github.com/godlpack/dlpack github.com/godlpack/dlpack/dlflight github.com/godlpack/dlpack/dlgonum; do
+	grep -qE "^(require )?[[:space:]]*$m v" go.mod || { echo "go mod tidy dropped $m:"; cat go.mod; exit 1; }
+done
+$GO build ./...
 echo "== the first hour: all three done"

@@ -1,7 +1,8 @@
 // Package firsthour is the "first hour" as a throw-away module:
 // three programs a new user writes from the README and docs/ alone, run by
-// check.sh (make firsthour) in a copy outside the repository whose go.mod
-// is made by the README's "Depending on it" lines:
+// check.sh (make firsthour) in an empty module outside the repository,
+// copied there once the README's "Depending on it" lines have given it
+// its requirements:
 //
 //   - st2c: a safetensors file (written by Python's safetensors) to C,
 //     mapped and handed over without a copy;

@@ -17,8 +17,9 @@
 // outside the workspace; its `go list -m all` must hold nothing the
 // package does not need. A core package may reach no module of the
 // heavy list below; a bridge may reach the core's modules, its own
-// library's (a second throw-away module that imports only the library)
-// and the repository modules it requires. The module counts go into
+// library's (a second throw-away module that imports only the library,
+// tidied, at the bridge's versions) and the repository modules it
+// requires. The module counts go into
 // docs/modules.md between the generated markers; without -update the
 // table there must be current.
 package main
@@ -44,6 +45,16 @@ type public struct {
 }
 
 const core = "github.com/godlpack/dlpack"
+
+// rules: the public packages of a repository and what their graphs may hold.
+type rules struct {
+	publics  []public
+	heavy    []string // modules no core package may pull into a user's build
+	testOnly []string // modules that tests of the repository use, and no package
+}
+
+// ours: this repository's rules.
+var ours = rules{publics: publics, heavy: heavy, testOnly: testOnly}
 
 var publics = []public{
 	{pkg: ""},
@@ -76,14 +87,21 @@ var heavy = []string{
 // testOnly: modules that tests of the repository use, and no package.
 var testOnly = []string{"github.com/stretchr/testify", "github.com/x448/float16"}
 
+// raisedShown: indirect requirements named in docs/modules.md's table of
+// what each module raises, beside its direct ones: modules that many
+// programs require themselves.
+var raisedShown = []string{"golang.org/x/sys", "golang.org/x/net", "google.golang.org/grpc", "google.golang.org/protobuf"}
+
 const (
-	docPath    = "docs/modules.md"
-	beginTable = "<!-- modcheck graph: begin (go run ./internal/modcheck graph -update) -->"
-	endTable   = "<!-- modcheck graph: end -->"
+	docPath     = "docs/modules.md"
+	beginTable  = "<!-- modcheck graph: begin (go run ./internal/modcheck graph -update) -->"
+	endTable    = "<!-- modcheck graph: end -->"
+	beginRaises = "<!-- modcheck raises: begin (go run ./internal/modcheck graph -update) -->"
+	endRaises   = "<!-- modcheck raises: end -->"
 )
 
-// work is go.work as `go work edit -json` prints it.
-var work struct {
+// workFile is go.work as `go work edit -json` prints it.
+type workFile struct {
 	Use     []struct{ DiskPath string }
 	Replace []struct {
 		Old struct{ Path, Version string }
@@ -93,8 +111,17 @@ var work struct {
 
 type module struct {
 	dir, path string
-	requires  map[string]string
+	goVersion string            // its go line
+	requires  map[string]string // path -> version
+	indirect  map[string]bool   // the requirements marked // indirect
 	replaces  []string
+}
+
+// repo: a repository's workspace, its modules and its VERSION.
+type repo struct {
+	root, version string
+	work          workFile
+	mods          []module
 }
 
 func main() {
@@ -105,13 +132,18 @@ func main() {
 	fix := fs.Bool("fix", false, "write the tidied go.mod and go.sum back")
 	update := fs.Bool("update", false, "rewrite the table in "+docPath)
 	fs.Parse(os.Args[2:])
-	root, mods, version := workspace()
-	var err error
+	r, err := loadRepo(".")
+	if err != nil {
+		fatalf("%v", err)
+	}
 	switch os.Args[1] {
 	case "tidy":
-		err = tidy(root, mods, version, *fix)
+		err = r.tidy(*fix)
 	case "graph":
-		err = graph(root, mods, version, *update)
+		var table string
+		if table, err = r.graph(ours, *update); err == nil {
+			fmt.Println(table)
+		}
 	default:
 		err = fmt.Errorf("unknown verb %q", os.Args[1])
 	}
@@ -125,50 +157,62 @@ func fatalf(format string, a ...any) {
 	os.Exit(1)
 }
 
-// workspace reads go.work and VERSION at the repository's root.
-func workspace() (string, []module, string) {
-	out, err := exec.Command("go", "env", "GOWORK").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == "off" {
-		fatalf("no go.work in use (GOWORK=%q): run from the repository", strings.TrimSpace(string(out)))
+// loadRepo reads go.work (the one the go command uses in dir), every
+// module it lists and VERSION at its root.
+func loadRepo(dir string) (*repo, error) {
+	cmd := exec.Command("go", "env", "GOWORK")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if gowork := strings.TrimSpace(string(out)); err != nil || gowork == "" || gowork == "off" {
+		return nil, fmt.Errorf("no go.work in use (GOWORK=%q): run from the repository", gowork)
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	v, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	r := &repo{root: filepath.Dir(strings.TrimSpace(string(out)))}
+	v, err := os.ReadFile(filepath.Join(r.root, "VERSION"))
 	if err != nil {
-		fatalf("%v", err)
+		return nil, err
 	}
-	version := strings.TrimSpace(string(v))
-	mustJSON(root, &work, "go", "work", "edit", "-json")
-	var mods []module
-	for _, u := range work.Use {
-		dir := filepath.Join(root, u.DiskPath)
+	r.version = strings.TrimSpace(string(v))
+	if err := readJSON(r.root, &r.work, "go", "work", "edit", "-json"); err != nil {
+		return nil, err
+	}
+	for _, u := range r.work.Use {
+		dir := filepath.Join(r.root, u.DiskPath)
 		var mf struct {
 			Module  struct{ Path string }
-			Require []struct{ Path, Version string }
+			Go      string
+			Require []struct {
+				Path, Version string
+				Indirect      bool
+			}
 			Replace []struct{ Old struct{ Path string } }
 		}
-		mustJSON(dir, &mf, "go", "mod", "edit", "-json")
-		m := module{dir: dir, path: mf.Module.Path, requires: map[string]string{}}
+		if err := readJSON(dir, &mf, "go", "mod", "edit", "-json"); err != nil {
+			return nil, err
+		}
+		m := module{dir: dir, path: mf.Module.Path, goVersion: mf.Go, requires: map[string]string{}, indirect: map[string]bool{}}
 		for _, r := range mf.Require {
 			m.requires[r.Path] = r.Version
+			m.indirect[r.Path] = r.Indirect
 		}
 		for _, r := range mf.Replace {
 			m.replaces = append(m.replaces, r.Old.Path)
 		}
-		mods = append(mods, m)
+		r.mods = append(r.mods, m)
 	}
-	return root, mods, version
+	return r, nil
 }
 
-func mustJSON(dir string, v any, name string, args ...string) {
+func readJSON(dir string, v any, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
-		fatalf("%s %s in %s: %v", name, strings.Join(args, " "), dir, stderr(err))
+		return fmt.Errorf("%s %s in %s: %v", name, strings.Join(args, " "), dir, stderr(err))
 	}
 	if err := json.Unmarshal(out, v); err != nil {
-		fatalf("%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
+		return fmt.Errorf("%s %s in %s: %v", name, strings.Join(args, " "), dir, err)
 	}
+	return nil
 }
 
 func stderr(err error) error {
@@ -200,7 +244,11 @@ func replaceAll(mods []module) []string {
 	return flags
 }
 
-func tidy(root string, mods []module, version string, fix bool) error {
+// tidy: every module tidy, none requiring another at a version but
+// VERSION, go.work replacing each required one, no replace directives;
+// with fix, the tidied go.mod and go.sum are written back instead.
+func (rp *repo) tidy(fix bool) error {
+	root, mods, version := rp.root, rp.mods, rp.version
 	var problems []string
 	paths := map[string]bool{}
 	for _, m := range mods {
@@ -219,7 +267,7 @@ func tidy(root string, mods []module, version string, fix bool) error {
 			continue
 		}
 		ok := false
-		for _, r := range work.Replace {
+		for _, r := range rp.work.Replace {
 			if r.Old.Path == m.path && r.Old.Version == version && filepath.Join(root, r.New.Path) == m.dir {
 				ok = true
 			}
@@ -423,11 +471,15 @@ func owner(mods []module, pkg string) module {
 	return best
 }
 
-func graph(root string, mods []module, version string, update bool) error {
+// graph: the module graph of a user of each public package, checked
+// against rl; it returns the table of docs/modules.md, which it writes
+// there with update and otherwise requires to be current.
+func (rp *repo) graph(rl rules, update bool) (string, error) {
+	root, mods, version := rp.root, rp.mods, rp.version
 	var problems []string
-	var rows []string
+	var rows, raises []string
 	var coreGraph []string
-	for _, p := range publics {
+	for _, p := range rl.publics {
 		path := core
 		if p.pkg != "" {
 			path += "/" + p.pkg
@@ -441,7 +493,7 @@ func graph(root string, mods []module, version string, update bool) error {
 			got, built, err = probe(mods, map[string]string{m.path: version}, []string{path}, true)
 		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		if p.pkg == "" {
 			coreGraph = got
@@ -449,26 +501,40 @@ func graph(root string, mods []module, version string, update bool) error {
 		var bad []string
 		if p.libs == nil {
 			for _, g := range got {
-				for _, h := range heavy {
+				for _, h := range rl.heavy {
 					if g == h || strings.HasPrefix(g, h+"/") {
 						bad = append(bad, g)
 					}
 				}
 			}
 		} else {
-			// The library's tree at the versions the bridge requires:
-			// its go.mod's requirements but this repository's modules
-			// and what only its tests use, untidied (a tidy would
-			// lower versions the bridge's own requirements raise).
+			// The library's tree at the versions the bridge requires.
+			// First the modules a tidied module that imports only the
+			// library holds, from the bridge's requirements (but this
+			// repository's modules and what only its tests use): a
+			// requirement outside them, which only the bridge's own
+			// code or nothing imports, drops out there. Then those of
+			// the bridge's requirements among them, at the bridge's
+			// versions, untidied (a tidy would lower versions the
+			// bridge's own requirements raise).
 			reqs := map[string]string{}
 			for r, v := range m.requires {
-				if owner(mods, r).path == "" && !slices.Contains(testOnly, r) {
+				if owner(mods, r).path == "" && !slices.Contains(rl.testOnly, r) {
 					reqs[r] = v
+				}
+			}
+			tidied, _, err := probe(mods, reqs, p.libs, true)
+			if err != nil {
+				return "", err
+			}
+			for r := range reqs {
+				if !slices.Contains(tidied, r) {
+					delete(reqs, r)
 				}
 			}
 			lib, _, err := probe(mods, reqs, p.libs, false)
 			if err != nil {
-				return err
+				return "", err
 			}
 			allowed := map[string]bool{"example.com/probe": true, m.path: true}
 			for _, l := range slices.Concat(lib, coreGraph) {
@@ -489,30 +555,67 @@ func graph(root string, mods []module, version string, update bool) error {
 			problems = append(problems, fmt.Sprintf("%s: a user's module graph holds %s, which it does not need", display(p.pkg), strings.Join(bad, ", ")))
 		}
 		rows = append(rows, fmt.Sprintf("| `%s` | `%s` | %d | %d |", display(p.pkg), m.path, len(got), len(built)))
+		if row := raisesRow(mods, m); !slices.Contains(raises, row) {
+			raises = append(raises, row)
+		}
 	}
 	table := beginTable + "\n| package | its module | modules in a user's graph (`go list -m all`) | modules whose code is built |\n|---|---|---|---|\n" +
 		strings.Join(rows, "\n") + "\n" + endTable
+	raisesTable := beginRaises + "\n| module | `go` line | requires, so a user's graph gets at least |\n|---|---|---|\n" +
+		strings.Join(raises, "\n") + "\n" + endRaises
 	doc, err := os.ReadFile(filepath.Join(root, docPath))
 	if err != nil {
-		return err
+		return "", err
 	}
-	i, j := bytes.Index(doc, []byte(beginTable)), bytes.Index(doc, []byte(endTable))
-	if i < 0 || j < i {
-		return fmt.Errorf("%s: the generated table's markers are missing", docPath)
+	counted, err := replaceBetween(doc, beginTable, endTable, table)
+	if err != nil {
+		return "", err
 	}
-	newDoc := slices.Concat(doc[:i], []byte(table), doc[j+len(endTable):])
+	newDoc, err := replaceBetween(counted, beginRaises, endRaises, raisesTable)
+	if err != nil {
+		return "", err
+	}
 	if update {
 		if err := os.WriteFile(filepath.Join(root, docPath), newDoc, 0o644); err != nil {
-			return err
+			return "", err
 		}
-	} else if !bytes.Equal(newDoc, doc) {
-		problems = append(problems, fmt.Sprintf("%s: the module counts changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, table))
+	} else {
+		if !bytes.Equal(counted, doc) {
+			problems = append(problems, fmt.Sprintf("%s: the module counts changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, table))
+		}
+		if !bytes.Equal(newDoc, counted) {
+			problems = append(problems, fmt.Sprintf("%s: the versions each module raises changed; regenerate with go run ./internal/modcheck graph -update:\n%s", docPath, raisesTable))
+		}
 	}
 	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "\n"))
+		return "", errors.New(strings.Join(problems, "\n"))
 	}
-	fmt.Println(table)
-	return nil
+	return table + "\n\n" + raisesTable, nil
+}
+
+// raisesRow: what m's go.mod makes a user's module graph hold at least,
+// by minimal version selection: its go line, its direct requirements
+// outside this repository, and those of raisedShown among its indirect
+// ones.
+func raisesRow(mods []module, m module) string {
+	var reqs []string
+	for p, v := range m.requires {
+		if owner(mods, p).path == "" && (!m.indirect[p] || slices.Contains(raisedShown, p)) {
+			reqs = append(reqs, fmt.Sprintf("`%s` %s", p, v))
+		}
+	}
+	slices.Sort(reqs)
+	return fmt.Sprintf("| `%s` | %s | %s |", m.path, m.goVersion, strings.Join(reqs, ", "))
+}
+
+// replaceBetween replaces what lies from begin to end in doc by table
+// (which holds the two markers).
+func replaceBetween(doc []byte, begin, end, table string) ([]byte, error) {
+	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("%s: the generated table's markers are missing (%s)", docPath, begin)
+	}
+	return slices.Concat(doc[:i], []byte(table), doc[j+len(end):]), nil
 }
 
 func display(pkg string) string {

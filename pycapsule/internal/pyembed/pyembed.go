@@ -30,7 +30,7 @@ import (
 // EnvPython names the Python executable whose interpreter is embedded.
 const EnvPython = "GODLPACK_PYTHON"
 
-// ErrNoPython: EnvPython is not set.
+// ErrNoPython is what Start returns when EnvPython is not set.
 var ErrNoPython = errors.New("pyembed: " + EnvPython + " is not set")
 
 var (
