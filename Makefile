@@ -73,7 +73,9 @@ nocgo:
 FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
 FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
-	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile
+	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile \
+	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse \
+	./dlflight:FuzzFlightData ./dlflight:FuzzTicket ./dlflight:FuzzFlightInfo ./dlflight:FuzzSchema
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
 	@for t in $(FUZZ_TARGETS); do \

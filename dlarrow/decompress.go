@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
@@ -35,41 +36,41 @@ type batchMeta struct {
 	rows    int64
 	nodes   []span // FieldNode: length, null_count
 	buffers []span
-	bufAt   int     // position in the metadata of the first Buffer struct
-	codec   int     // CompressionType: 0 LZ4_FRAME, 1 ZSTD; -1 uncompressed
-	rb      fbtable // the RecordBatch table
-	msg     fbtable // the Message table
-	dictID  int64   // a DictionaryBatch's id
+	bufAt   int           // position in the metadata of the first Buffer struct
+	codec   int           // CompressionType: 0 LZ4_FRAME, 1 ZSTD; -1 uncompressed
+	rb      arrowfb.Table // the RecordBatch table
+	msg     arrowfb.Table // the Message table
+	dictID  int64         // a DictionaryBatch's id
 }
 
 // readBatchMeta reads the RecordBatch table of a record or dictionary
 // batch message, every access bounds-checked (checkMetadata has checked
 // the vectors).
 func readBatchMeta(meta []byte) (batchMeta, error) {
-	b := fbuf(meta)
-	root, _ := b.deref(0)
-	msg, ok := b.table(root)
+	b := arrowfb.Buf(meta)
+	root, _ := b.Deref(0)
+	msg, ok := b.Table(root)
 	if !ok {
 		return batchMeta{}, errors.New("message table out of bounds")
 	}
-	header, present, ok := msg.subTable(8)
+	header, present, ok := msg.SubTable(8)
 	if !ok || !present {
 		return batchMeta{}, errors.New("no message header")
 	}
 	bm := batchMeta{msg: msg, codec: -1}
-	switch msg.u8(6) {
+	switch msg.U8(6) {
 	case 2: // DictionaryBatch: id, data
-		bm.dictID = header.i64(4)
-		if header, present, ok = header.subTable(6); !ok || !present {
+		bm.dictID = header.I64(4)
+		if header, present, ok = header.SubTable(6); !ok || !present {
 			return batchMeta{}, errors.New("dictionary batch without data")
 		}
 	case 3:
 	default:
-		return batchMeta{}, fmt.Errorf("message header type %d is not a batch", msg.u8(6))
+		return batchMeta{}, fmt.Errorf("message header type %d is not a batch", msg.U8(6))
 	}
 	bm.rb = header
-	bm.rows = header.i64(4)
-	start, n, ok := header.vector(6, 16)
+	bm.rows = header.I64(4)
+	start, n, ok := header.Vector(6, 16)
 	if !ok {
 		return batchMeta{}, errors.New("record batch nodes out of bounds")
 	}
@@ -77,7 +78,7 @@ func readBatchMeta(meta []byte) (batchMeta, error) {
 		p := b[start+16*i:]
 		bm.nodes = append(bm.nodes, span{int64(binary.LittleEndian.Uint64(p)), int64(binary.LittleEndian.Uint64(p[8:]))})
 	}
-	start, n, ok = header.vector(8, 16)
+	start, n, ok = header.Vector(8, 16)
 	if !ok {
 		return batchMeta{}, errors.New("record batch buffers out of bounds")
 	}
@@ -86,16 +87,16 @@ func readBatchMeta(meta []byte) (batchMeta, error) {
 		p := b[start+16*i:]
 		bm.buffers = append(bm.buffers, span{int64(binary.LittleEndian.Uint64(p)), int64(binary.LittleEndian.Uint64(p[8:]))})
 	}
-	comp, present, ok := header.subTable(10)
+	comp, present, ok := header.SubTable(10)
 	if !ok {
 		return batchMeta{}, errors.New("record batch compression out of bounds")
 	}
 	if present {
-		bm.codec = int(comp.u8(4))
+		bm.codec = int(comp.U8(4))
 		if bm.codec > 1 {
 			return batchMeta{}, fmt.Errorf("compression codec %d (Arrow knows 0, LZ4_FRAME, and 1, ZSTD)", bm.codec)
 		}
-		if m := comp.u8(6); m != 0 {
+		if m := comp.U8(6); m != 0 {
 			return batchMeta{}, fmt.Errorf("compression method %d (Arrow knows 0, BUFFER)", m)
 		}
 	}
@@ -163,8 +164,8 @@ func fixed(n int64, bits int) bufBound {
 }
 
 func (w *bounder) field(t arrow.DataType, depth int) error {
-	if depth > maxFieldDepth {
-		return fmt.Errorf("fields nested more than %d deep", maxFieldDepth)
+	if depth > arrowfb.MaxFieldDepth {
+		return fmt.Errorf("fields nested more than %d deep", arrowfb.MaxFieldDepth)
 	}
 	if ext, ok := t.(arrow.ExtensionType); ok {
 		t = ext.StorageType()
@@ -317,7 +318,7 @@ func decompressBatch(msg message, fields []arrow.DataType) (message, error) {
 		binary.LittleEndian.PutUint64(meta[bm.bufAt+16*i+8:], uint64(len(b)))
 		at += (int64(len(b)) + 63) &^ 63
 	}
-	if p := bm.msg.field(10); p != 0 && p+8 <= len(meta) { // Message.bodyLength
+	if p := bm.msg.Field(10); p != 0 && p+8 <= len(meta) { // Message.bodyLength
 		binary.LittleEndian.PutUint64(meta[p:], uint64(size))
 	}
 	// drop the compression field: a copy of the RecordBatch's vtable,
@@ -327,12 +328,12 @@ func decompressBatch(msg message, fields []arrow.DataType) (message, error) {
 		meta = append(meta, 0)
 	}
 	vt := len(meta)
-	meta = append(meta, msg.meta[bm.rb.vt:bm.rb.vt+bm.rb.vtl]...)
-	if 10+2 <= bm.rb.vtl {
+	meta = append(meta, msg.meta[bm.rb.VT:bm.rb.VT+bm.rb.VTLen]...)
+	if 10+2 <= bm.rb.VTLen {
 		binary.LittleEndian.PutUint16(meta[vt+10:], 0)
 	}
-	binary.LittleEndian.PutUint32(meta[bm.rb.pos:], uint32(int32(bm.rb.pos-vt)))
-	if compressed, err := checkMetadata(meta); err != nil || compressed {
+	binary.LittleEndian.PutUint32(meta[bm.rb.Pos:], uint32(int32(bm.rb.Pos-vt)))
+	if compressed, err := arrowfb.Check(meta); err != nil || compressed {
 		return message{}, fmt.Errorf("rewritten metadata: compressed %v, %v", compressed, err)
 	}
 	return message{meta: meta, body: body}, nil
@@ -456,31 +457,31 @@ func (z lz4Reader) reset(r io.Reader) error { z.Reset(r); return nil }
 // value types of their fields: the flatbuffer's fields and the arrow-go
 // schema's, walked in the same order.
 func dictionaryTypes(schemaMeta []byte, schema *arrow.Schema) (map[int64]arrow.DataType, error) {
-	b := fbuf(schemaMeta)
-	root, _ := b.deref(0)
-	msg, ok := b.table(root)
+	b := arrowfb.Buf(schemaMeta)
+	root, _ := b.Deref(0)
+	msg, ok := b.Table(root)
 	if !ok {
 		return nil, errors.New("schema message out of bounds")
 	}
-	header, _, ok := msg.subTable(8)
+	header, _, ok := msg.SubTable(8)
 	if !ok {
 		return nil, errors.New("schema out of bounds")
 	}
 	var ids []int64
-	var walkFB func(t fbtable, vo, depth int) error
-	walkFB = func(t fbtable, vo, depth int) error {
-		start, n, ok := t.vector(vo, 4)
-		if !ok || depth > maxFieldDepth {
+	var walkFB func(t arrowfb.Table, vo, depth int) error
+	walkFB = func(t arrowfb.Table, vo, depth int) error {
+		start, n, ok := t.Vector(vo, 4)
+		if !ok || depth > arrowfb.MaxFieldDepth {
 			return errors.New("fields out of bounds")
 		}
 		for i := 0; i < n; i++ {
-			fp, _ := b.deref(start + 4*i)
-			f, ok := b.table(fp)
+			fp, _ := b.Deref(start + 4*i)
+			f, ok := b.Table(fp)
 			if !ok {
 				return errors.New("field out of bounds")
 			}
-			if d, present, ok := f.subTable(12); ok && present {
-				ids = append(ids, d.i64(4))
+			if d, present, ok := f.SubTable(12); ok && present {
+				ids = append(ids, d.I64(4))
 			}
 			if err := walkFB(f, 14, depth+1); err != nil {
 				return err

@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 	"github.com/godlpack/dlpack/internal/fault"
 	"github.com/godlpack/dlpack/internal/filekind"
 )
@@ -286,13 +287,13 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 	msg.meta = data[pos : pos+metaLen : pos+metaLen]
 	pos += metaLen
 	msg.metaSpan = pos - msg.offset
-	if err := verify(msg.meta, fbMessage); err != nil {
+	if err := arrowfb.Verify(msg.meta, arrowfb.Message); err != nil {
 		return message{}, 0, false, fmt.Errorf("invalid flatbuffers message: %w", err)
 	}
 	if err := checkVersion(msg.meta); err != nil {
 		return message{}, 0, false, err
 	}
-	if msg.compressed, err = checkMetadata(msg.meta); err != nil {
+	if msg.compressed, err = arrowfb.Check(msg.meta); err != nil {
 		return message{}, 0, false, fmt.Errorf("malformed message metadata: %w", err)
 	}
 	bodyLen, err := bodyLength(msg.meta)
@@ -309,15 +310,15 @@ func readMessage(data []byte, pos, end int64) (msg message, next int64, eos bool
 // checkVersion refuses metadata versions Arrow's readers refuse: before
 // V4 (format 0.x, "Old metadata version not supported") and after V5.
 func checkVersion(meta []byte) error {
-	b := fbuf(meta)
-	root, _ := b.deref(0)
-	msg, ok := b.table(root)
+	b := arrowfb.Buf(meta)
+	root, _ := b.Deref(0)
+	msg, ok := b.Table(root)
 	if !ok {
 		return errors.New("message table out of bounds")
 	}
 	v := 0 // V1, the default
-	if p := msg.field(4); p != 0 {
-		u, _ := b.u16(p)
+	if p := msg.Field(4); p != 0 {
+		u, _ := b.U16(p)
 		v = int(int16(u))
 	}
 	if v < 3 || v > 4 {
@@ -395,7 +396,7 @@ func (f *File) checkLengths() error {
 // batch: one per field of its type tree (a dictionary column's values
 // are in its dictionary batch).
 func nodesOf(t arrow.DataType, depth int) int {
-	if depth > maxFieldDepth {
+	if depth > arrowfb.MaxFieldDepth {
 		return 1
 	}
 	if ext, ok := t.(arrow.ExtensionType); ok {
@@ -415,7 +416,7 @@ func nodesOf(t arrow.DataType, depth int) int {
 // dictionaries, views, run-end encoded and any other layout): enough to
 // check the columns before the first such one.
 func buffersOf(t arrow.DataType, depth int) int {
-	if depth > maxFieldDepth {
+	if depth > arrowfb.MaxFieldDepth {
 		return -1
 	}
 	if ext, ok := t.(arrow.ExtensionType); ok {
@@ -659,8 +660,8 @@ func (f *File) Column(batch, col int) (*Tensor, error) {
 // NullN then indexes out of range (a null count of -1 in the file makes it
 // count the bitmap).
 func checkBitmaps(d arrow.ArrayData, depth int) error {
-	if depth > maxFieldDepth {
-		return fmt.Errorf("arrays nested more than %d deep", maxFieldDepth)
+	if depth > arrowfb.MaxFieldDepth {
+		return fmt.Errorf("arrays nested more than %d deep", arrowfb.MaxFieldDepth)
 	}
 	if d.Len() < 0 || d.Offset() < 0 {
 		return fmt.Errorf("length %d, offset %d", d.Len(), d.Offset())

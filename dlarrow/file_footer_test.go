@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 )
 
 // ipcBytes is an Arrow IPC file of one batch of one column, named "v", of
@@ -56,13 +57,13 @@ func footerAt(data []byte) int {
 func blockAt(t *testing.T, data []byte, vo int) int {
 	t.Helper()
 	at := footerAt(data)
-	b := fbuf(data[at : len(data)-10])
-	root, _ := b.deref(0)
-	ft, ok := b.table(root)
+	b := arrowfb.Buf(data[at : len(data)-10])
+	root, _ := b.Deref(0)
+	ft, ok := b.Table(root)
 	if !ok {
 		t.Fatal("no footer table")
 	}
-	start, n, ok := ft.vector(vo, 24)
+	start, n, ok := ft.Vector(vo, 24)
 	if !ok || n == 0 {
 		t.Fatalf("no blocks at %d", vo)
 	}

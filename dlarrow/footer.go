@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 )
 
 // checkFooter cross-checks the file's footer against the messages that
@@ -23,37 +24,37 @@ import (
 // messages, in order, with their offsets, metadata lengths (framing
 // included) and body lengths.
 func (f *File) checkFooter() error {
-	if err := verify(f.footer, fbFooter); err != nil {
+	if err := arrowfb.Verify(f.footer, arrowfb.Footer); err != nil {
 		return footerErr("footer", len(f.footer), "invalid flatbuffer: "+err.Error())
 	}
-	b := fbuf(f.footer)
-	root, ok := b.deref(0)
+	b := arrowfb.Buf(f.footer)
+	root, ok := b.Deref(0)
 	if !ok {
 		return footerErr("footer", len(f.footer), "root offset out of bounds")
 	}
-	ft, ok := b.table(root)
+	ft, ok := b.Table(root)
 	if !ok {
 		return footerErr("footer", len(f.footer), "footer table out of bounds")
 	}
-	sch, present, ok := ft.subTable(6)
+	sch, present, ok := ft.SubTable(6)
 	if !ok || !present {
 		return footerErr("footer.schema", "missing", "the footer holds no schema")
 	}
-	schema, err := f.footerSchema(sch.pos)
+	schema, err := f.footerSchema(sch.Pos)
 	if err != nil {
 		return err
 	}
 	if err := schemasAgree(schema, f.schema); err != nil {
 		return err
 	}
-	dicts, err := blocks(ft, 8)
+	dicts, err := blocks(b, ft, 8)
 	if err != nil {
 		return footerErr("footer.dictionaries", "vector", err.Error())
 	}
 	if err := blocksAgree("dictionaries", dicts, f.dicts); err != nil {
 		return err
 	}
-	batches, err := blocks(ft, 10)
+	batches, err := blocks(b, ft, 10)
 	if err != nil {
 		return footerErr("footer.recordBatches", "vector", err.Error())
 	}
@@ -70,14 +71,14 @@ type block struct{ offset, metaLen, bodyLen int64 }
 // blocks reads the vector of Block structs (24 bytes each: int64 offset,
 // int32 metaDataLength, 4 bytes of padding, int64 bodyLength) at vtable
 // offset vo of t.
-func blocks(t fbtable, vo int) ([]block, error) {
-	start, n, ok := t.vector(vo, 24)
+func blocks(b arrowfb.Buf, t arrowfb.Table, vo int) ([]block, error) {
+	start, n, ok := t.Vector(vo, 24)
 	if !ok {
 		return nil, fmt.Errorf("out of bounds")
 	}
 	bs := make([]block, n)
 	for i := range bs {
-		p := t.b[start+24*i:]
+		p := b[start+24*i:]
 		bs[i] = block{int64(binary.LittleEndian.Uint64(p)), int64(int32(binary.LittleEndian.Uint32(p[8:]))),
 			int64(binary.LittleEndian.Uint64(p[16:]))}
 	}
@@ -126,7 +127,7 @@ func (f *File) footerSchema(pos int) (*arrow.Schema, error) {
 	le.PutUint32(meta[tbl+8:], uint32(body+pos-(tbl+8)))
 	copy(meta[body:], f.footer)
 	msg := message{meta: meta}
-	if _, err := checkMetadata(meta); err != nil {
+	if _, err := arrowfb.Check(meta); err != nil {
 		return nil, footerErr("footer.schema", "table", "malformed: "+err.Error())
 	}
 	r, err := readerOf([]message{msg})
@@ -140,17 +141,17 @@ func (f *File) footerSchema(pos int) (*arrow.Schema, error) {
 // schemaVersion is the metadata version of the stream's schema message,
 // which the footer's schema is read with.
 func (f *File) schemaVersion() int16 {
-	b := fbuf(f.schemaM.meta)
-	root, _ := b.deref(0)
-	msg, ok := b.table(root)
+	b := arrowfb.Buf(f.schemaM.meta)
+	root, _ := b.Deref(0)
+	msg, ok := b.Table(root)
 	if !ok {
 		return 0
 	}
-	p := msg.field(4)
+	p := msg.Field(4)
 	if p == 0 {
 		return 0
 	}
-	v, _ := b.u16(p)
+	v, _ := b.U16(p)
 	return int16(v)
 }
 

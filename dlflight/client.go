@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlgrpc"
 	"google.golang.org/grpc"
@@ -134,7 +133,7 @@ func infoOf(fi *flight.FlightInfo) (Info, error) {
 		}
 		return Info{Name: j.Name, DType: dt, Shape: j.Shape, Bytes: j.Bytes}, nil
 	}
-	schema, err := flight.DeserializeSchema(fi.Schema, memory.DefaultAllocator)
+	schema, err := deserializeSchema(fi.Schema)
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: schema: %w", ErrInvalid, err)
 	}

@@ -2,6 +2,7 @@ package dlflight
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -11,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/dlgrpc/dlgrpctest"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -61,6 +65,10 @@ func hostilePuts(t testing.TB) []hostilePut {
 	gib := with(encode(t, fslRecord(4, floats(4), ext("[4]"), map[string]string{MetaShape: "[67108864,4]", MetaDType: "float32"})))
 	good := with(encode(t, fslRecord(4, floats(8), ext("[4]"), nil)))
 	head, _ := proto.Marshal(good[0])
+	// a schema whose field claims 4,294,967,295 children: arrow-go's
+	// reader makes room for them first (FuzzSchema found it)
+	children := with(encode(t, fslRecord(4, floats(8), ext("[4]"), nil)))
+	children[0].DataHeader = hugeChildren(t, children[0].DataHeader)
 	raw := func(b ...byte) [][]byte { return [][]byte{append(append([]byte{}, head...), b...)} }
 	return []hostilePut{
 		{"huge shape declared", marshal(huge...), codes.InvalidArgument, []string{"shape"}},
@@ -69,6 +77,8 @@ func hostilePuts(t testing.TB) []hostilePut {
 		{"overlong varint", raw(append(protowire.AppendTag(nil, fieldDataBody, protowire.BytesType), dlgrpctest.Overlong...)...), codes.InvalidArgument, []string{"malformed", "varint"}},
 		{"tenth varint byte above 1", raw(append(protowire.AppendTag(nil, 99, protowire.VarintType), dlgrpctest.TenthAboveOne...)...), codes.InvalidArgument, []string{"malformed", "varint"}},
 		{"length beyond the message", raw(append(protowire.AppendTag(nil, fieldDataBody, protowire.BytesType), protowire.AppendVarint(nil, 1<<30)...)...), codes.InvalidArgument, []string{"malformed", "1073741824 bytes"}},
+		{"a field of 2^32-1 children", marshal(children...), codes.InvalidArgument, []string{"data_header"}},
+		{"a compressed batch", marshal(with(encodeWith(t, fslRecord(4, floats(8), ext("[4]"), nil), ipc.WithZstd()))...), codes.InvalidArgument, []string{"compress"}},
 		{"no descriptor", marshal(encode(t, fslRecord(4, floats(8), ext("[4]"), nil))...), codes.InvalidArgument, []string{"descriptor"}},
 		{"garbage header", marshal(&flight.FlightData{FlightDescriptor: desc, DataHeader: []byte("not a flatbuffer at all")}), codes.InvalidArgument, []string{"invalid tensor stream"}},
 	}
@@ -130,6 +140,8 @@ type hostileGet struct {
 
 func hostileGets(t testing.TB) []hostileGet {
 	gib := encode(t, fslRecord(4, floats(4), ext("[4]"), map[string]string{MetaShape: "[67108864,4]", MetaDType: "float32"}))
+	children := encode(t, fslRecord(4, floats(8), ext("[4]"), nil))
+	children[0].DataHeader = hugeChildren(t, children[0].DataHeader)
 	head, _ := proto.Marshal(encode(t, fslRecord(4, floats(8), ext("[4]"), nil))[0])
 	raw := func(b ...byte) [][]byte { return [][]byte{append(append([]byte{}, head...), b...)} }
 	// a flight info of two endpoints that cover the rows of shape
@@ -146,6 +158,8 @@ func hostileGets(t testing.TB) []hostileGet {
 	return []hostileGet{
 		{"1 GiB declared, 16 bytes sent", nil, marshal(gib...), ErrInvalid},
 		{"schema only, 1 GiB declared", nil, marshal(gib[0]), ErrInvalid},
+		{"a field of 2^32-1 children", nil, marshal(children...), ErrInvalid},
+		{"a compressed batch", nil, marshal(encodeWith(t, fslRecord(4, floats(8), ext("[4]"), nil), ipc.WithLZ4())...), ErrInvalid},
 		{"8 GiB declared in the flight info", info([]int64{1 << 31, 1}), nil, ErrLimit},
 		{"an overflowing shape in the flight info", info([]int64{1 << 40, 1 << 40}), nil, ErrInvalid},
 		{"overlong varint", nil, raw(append(protowire.AppendTag(nil, fieldDataBody, protowire.BytesType), dlgrpctest.Overlong...)...), dlgrpc.ErrMalformed},
@@ -321,4 +335,43 @@ func TestHostileHeap(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// hugeChildren is the schema message meta with the children vector of
+// its field (a FixedSizeList's, which has one child) claiming 2^32-1
+// entries: the length word of the vector, found as the only 1 followed
+// by the offset of the child table.
+func hugeChildren(t testing.TB, meta []byte) []byte {
+	b := arrowfb.Buf(meta)
+	root, _ := b.Deref(0)
+	msg, _ := b.Table(root)
+	schema, _, ok := msg.SubTable(8)
+	if !ok {
+		t.Fatal("no schema")
+	}
+	start, n, ok := schema.Vector(6, 4)
+	if !ok || n != 1 {
+		t.Fatal("no field")
+	}
+	fp, _ := b.Deref(start)
+	field, _ := b.Table(fp)
+	cs, cn, ok := field.Vector(14, 4) // Field.children
+	if !ok || cn != 1 {
+		t.Fatalf("children: %d", cn)
+	}
+	out := append([]byte{}, meta...)
+	binary.LittleEndian.PutUint32(out[cs-4:], 0xFFFFFFFF)
+	return out
+}
+
+// encodeWith is encode with options of arrow-go's writer.
+func encodeWith(t testing.TB, rec arrow.RecordBatch, opts ...ipc.Option) []*flight.FlightData {
+	var c capture
+	w := flight.NewRecordWriter(&c, append([]ipc.Option{ipc.WithSchema(rec.Schema())}, opts...)...)
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	rec.Release()
+	return c
 }

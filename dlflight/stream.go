@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlgrpc"
+	"github.com/godlpack/dlpack/internal/arrowfb"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -91,6 +93,12 @@ func (r *frameReader) Message() (*ipc.Message, error) {
 				f.body.Release()
 			}
 			continue
+		}
+		if err := checkIPC(f.header); err != nil {
+			if f.body != nil {
+				f.body.Release()
+			}
+			return nil, err
 		}
 		if r.msg != nil {
 			r.msg.Release()
@@ -222,7 +230,7 @@ func streamErr(r *frameReader, err error) error {
 	if r.recvErr != nil {
 		return r.recvErr
 	}
-	if errors.Is(err, errLimit) {
+	if errors.Is(err, errLimit) || errors.Is(err, ErrInvalid) || errors.Is(err, dlgrpc.ErrMalformed) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -376,3 +384,54 @@ var recvHook func(body []byte)
 
 // sendHook, when set (tests), sees the body parts of every frame sent.
 var sendHook func(parts [][]byte)
+
+// checkIPC verifies an IPC message's metadata before arrow-go reads it:
+// arrow-go trusts flatbuffer vector lengths (they size its allocations)
+// and child offsets (they drive its recursion), so a peer's message of
+// a schema whose field list claims 2^31 children ended the process
+// "out of memory". A message must pass the flatbuffers verifier as Arrow
+// C++ runs it (arrowfb.Verify, arrowfb.Check), be a schema or a record
+// batch, and not be compressed: arrow-go sizes a decompressed buffer by
+// a length in the body, and a tensor stream has no use for it.
+func checkIPC(meta []byte) error {
+	if err := arrowfb.Verify(meta, arrowfb.Message); err != nil {
+		return &dlpack.FieldError{Field: "data_header", Value: len(meta), Err: ErrInvalid, Why: err.Error()}
+	}
+	compressed, err := arrowfb.Check(meta)
+	if err != nil {
+		return &dlpack.FieldError{Field: "data_header", Value: len(meta), Err: ErrInvalid, Why: err.Error()}
+	}
+	b := arrowfb.Buf(meta)
+	root, _ := b.Deref(0)
+	msg, _ := b.Table(root)
+	switch kind := msg.U8(6); {
+	case kind != 1 && kind != 3:
+		return &dlpack.FieldError{Field: "data_header.header_type", Value: kind, Err: ErrInvalid,
+			Why: "a tensor stream has a schema and record batches only (no dictionaries, tensors or sparse tensors)"}
+	case compressed:
+		return &dlpack.FieldError{Field: "data_header.compression", Value: "set", Err: ErrInvalid,
+			Why: "a tensor stream's batches are not compressed (the values are shared as they arrive)"}
+	}
+	return nil
+}
+
+// deserializeSchema is flight.DeserializeSchema of a peer's bytes (a
+// FlightInfo's or SchemaResult's schema: an encapsulated IPC message),
+// its metadata verified first (checkIPC).
+func deserializeSchema(b []byte) (*arrow.Schema, error) {
+	meta := b
+	if len(meta) >= 4 && binary.LittleEndian.Uint32(meta) == 0xFFFFFFFF {
+		meta = meta[4:]
+	}
+	if len(meta) < 4 {
+		return nil, fmt.Errorf("%w: a schema message of %d bytes", ErrInvalid, len(b))
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(meta)))
+	if n <= 0 || n > int64(len(meta)-4) {
+		return nil, fmt.Errorf("%w: a schema message declares %d bytes of metadata in %d", ErrInvalid, n, len(meta)-4)
+	}
+	if err := checkIPC(meta[4 : 4+n]); err != nil {
+		return nil, err
+	}
+	return flight.DeserializeSchema(b, memory.DefaultAllocator)
+}

@@ -1,6 +1,4 @@
-//go:build unix
-
-package dlarrow
+package arrowfb
 
 import (
 	"encoding/binary"
@@ -18,7 +16,7 @@ import (
 // refuses must not read here, so verify applies the same rules (those of
 // flatbuffers' Verifier, with Arrow's limits: depth 128, 8 tables per
 // byte), driven by the tables of Arrow's Schema.fbs, Message.fbs and
-// File.fbs below. checkMetadata then checks what arrow-go needs beyond
+// File.fbs below. Check then checks what arrow-go needs beyond
 // that.
 
 // fbKind is the kind of a table field.
@@ -37,11 +35,11 @@ type fbField struct {
 	slot  int // the field's index: vtable offset 4 + 2*slot
 	kind  fbKind
 	size  int
-	table *fbTableDef
-	union []*fbTableDef // by union type; nil entries (and types past the end) are not verified
+	table *TableDef
+	union []*TableDef // by union type; nil entries (and types past the end) are not verified
 }
 
-type fbTableDef struct {
+type TableDef struct {
 	name   string
 	fields []fbField
 }
@@ -49,20 +47,20 @@ type fbTableDef struct {
 func scalar(slot, size int) fbField        { return fbField{slot: slot, kind: fbScalar, size: size} }
 func str(slot int) fbField                 { return fbField{slot: slot, kind: fbString} }
 func vec(slot, size int) fbField           { return fbField{slot: slot, kind: fbVector, size: size} }
-func tbl(slot int, t *fbTableDef) fbField  { return fbField{slot: slot, kind: fbTable, table: t} }
-func tbls(slot int, t *fbTableDef) fbField { return fbField{slot: slot, kind: fbTables, table: t} }
+func tbl(slot int, t *TableDef) fbField  { return fbField{slot: slot, kind: fbTable, table: t} }
+func tbls(slot int, t *TableDef) fbField { return fbField{slot: slot, kind: fbTables, table: t} }
 
 var (
-	fbEmpty    = &fbTableDef{name: "(empty type)"}
-	fbKeyValue = &fbTableDef{name: "KeyValue", fields: []fbField{str(0), str(1)}}
-	fbInt      = &fbTableDef{name: "Int", fields: []fbField{scalar(0, 4), scalar(1, 1)}}
-	fbDictEnc  = &fbTableDef{name: "DictionaryEncoding", fields: []fbField{scalar(0, 8), tbl(1, fbInt), scalar(2, 1), scalar(3, 2)}}
+	fbEmpty    = &TableDef{name: "(empty type)"}
+	fbKeyValue = &TableDef{name: "KeyValue", fields: []fbField{str(0), str(1)}}
+	fbInt      = &TableDef{name: "Int", fields: []fbField{scalar(0, 4), scalar(1, 1)}}
+	fbDictEnc  = &TableDef{name: "DictionaryEncoding", fields: []fbField{scalar(0, 8), tbl(1, fbInt), scalar(2, 1), scalar(3, 2)}}
 	// Type, by union type: Null, Int, FloatingPoint, Binary, Utf8, Bool,
 	// Decimal, Date, Time, Timestamp, Interval, List, Struct_, Union,
 	// FixedSizeBinary, FixedSizeList, Map, Duration, LargeBinary,
 	// LargeUtf8, LargeList, RunEndEncoded, BinaryView, Utf8View,
 	// ListView, LargeListView
-	fbTypes = []*fbTableDef{nil,
+	fbTypes = []*TableDef{nil,
 		fbEmpty, fbInt,
 		{name: "FloatingPoint", fields: []fbField{scalar(0, 2)}},
 		fbEmpty, fbEmpty, fbEmpty,
@@ -79,16 +77,16 @@ var (
 		{name: "Duration", fields: []fbField{scalar(0, 2)}},
 		fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty, fbEmpty,
 	}
-	fbFieldTable = &fbTableDef{name: "Field"}
-	fbSchema     = &fbTableDef{name: "Schema", fields: []fbField{scalar(0, 2), tbls(1, fbFieldTable), tbls(2, fbKeyValue), vec(3, 8)}}
-	fbBatch      = &fbTableDef{name: "RecordBatch", fields: []fbField{scalar(0, 8), vec(1, 16), vec(2, 16),
-		tbl(3, &fbTableDef{name: "BodyCompression", fields: []fbField{scalar(0, 1), scalar(1, 1)}}), vec(4, 8)}}
-	fbDictBatch = &fbTableDef{name: "DictionaryBatch", fields: []fbField{scalar(0, 8), tbl(1, fbBatch), scalar(2, 1)}}
+	fbFieldTable = &TableDef{name: "Field"}
+	fbSchema     = &TableDef{name: "Schema", fields: []fbField{scalar(0, 2), tbls(1, fbFieldTable), tbls(2, fbKeyValue), vec(3, 8)}}
+	fbBatch      = &TableDef{name: "RecordBatch", fields: []fbField{scalar(0, 8), vec(1, 16), vec(2, 16),
+		tbl(3, &TableDef{name: "BodyCompression", fields: []fbField{scalar(0, 1), scalar(1, 1)}}), vec(4, 8)}}
+	fbDictBatch = &TableDef{name: "DictionaryBatch", fields: []fbField{scalar(0, 8), tbl(1, fbBatch), scalar(2, 1)}}
 	// Message: a header of type Schema, DictionaryBatch or RecordBatch
 	// (Tensor and SparseTensor messages are refused by scan)
-	fbMessage = &fbTableDef{name: "Message", fields: []fbField{scalar(0, 2), scalar(1, 1),
-		{slot: 2, kind: fbUnion, union: []*fbTableDef{nil, fbSchema, fbDictBatch, fbBatch}}, scalar(3, 8), tbls(4, fbKeyValue)}}
-	fbFooter = &fbTableDef{name: "Footer", fields: []fbField{scalar(0, 2), tbl(1, fbSchema), vec(2, 24), vec(3, 24), tbls(4, fbKeyValue)}}
+	Message = &TableDef{name: "Message", fields: []fbField{scalar(0, 2), scalar(1, 1),
+		{slot: 2, kind: fbUnion, union: []*TableDef{nil, fbSchema, fbDictBatch, fbBatch}}, scalar(3, 8), tbls(4, fbKeyValue)}}
+	Footer = &TableDef{name: "Footer", fields: []fbField{scalar(0, 2), tbl(1, fbSchema), vec(2, 24), vec(3, 24), tbls(4, fbKeyValue)}}
 )
 
 func init() {
@@ -104,7 +102,7 @@ type fbVerifier struct {
 }
 
 // verify checks buf as a flatbuffer whose root is a def table.
-func verify(buf []byte, def *fbTableDef) error {
+func Verify(buf []byte, def *TableDef) error {
 	const minSize = 12 // flatbuffers' FLATBUFFERS_MIN_BUFFER_SIZE
 	if len(buf) < minSize || len(buf) >= 1<<31-1 {
 		return fmt.Errorf("%s flatbuffer of %d bytes", def.name, len(buf))
@@ -136,7 +134,7 @@ func (v *fbVerifier) offset(p int) (int, error) {
 }
 
 // vector checks the vector at p of n elements of size bytes.
-func (v *fbVerifier) vector(p, size int) (n int, err error) {
+func (v *fbVerifier) Vector(p, size int) (n int, err error) {
 	if !v.scalarAt(p, 4) {
 		return 0, fmt.Errorf("vector at %d out of bounds or misaligned", p)
 	}
@@ -147,7 +145,7 @@ func (v *fbVerifier) vector(p, size int) (n int, err error) {
 	return int(l), nil
 }
 
-func (v *fbVerifier) table(p int, def *fbTableDef) error {
+func (v *fbVerifier) table(p int, def *TableDef) error {
 	if !v.scalarAt(p, 4) {
 		return fmt.Errorf("%s table at %d out of bounds or misaligned", def.name, p)
 	}
@@ -195,14 +193,14 @@ func (v *fbVerifier) table(p int, def *fbTableDef) error {
 			err = v.table(q, f.table)
 		case fbString:
 			var n int
-			if n, err = v.vector(q, 1); err == nil && (!v.in(q+4+n, 1) || v.b[q+4+n] != 0) {
+			if n, err = v.Vector(q, 1); err == nil && (!v.in(q+4+n, 1) || v.b[q+4+n] != 0) {
 				err = errors.New("string without its terminating zero")
 			}
 		case fbVector:
-			_, err = v.vector(q, f.size)
+			_, err = v.Vector(q, f.size)
 		case fbTables:
 			var n int
-			if n, err = v.vector(q, 4); err == nil {
+			if n, err = v.Vector(q, 4); err == nil {
 				for i := 0; i < n && err == nil; i++ {
 					var e int
 					if e, err = v.offset(q + 4 + 4*i); err == nil {
