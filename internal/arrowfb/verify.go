@@ -39,14 +39,15 @@ type fbField struct {
 	union []*TableDef // by union type; nil entries (and types past the end) are not verified
 }
 
+// TableDef describes a flatbuffers table of Arrow's schemas, for Verify.
 type TableDef struct {
 	name   string
 	fields []fbField
 }
 
-func scalar(slot, size int) fbField        { return fbField{slot: slot, kind: fbScalar, size: size} }
-func str(slot int) fbField                 { return fbField{slot: slot, kind: fbString} }
-func vec(slot, size int) fbField           { return fbField{slot: slot, kind: fbVector, size: size} }
+func scalar(slot, size int) fbField      { return fbField{slot: slot, kind: fbScalar, size: size} }
+func str(slot int) fbField               { return fbField{slot: slot, kind: fbString} }
+func vec(slot, size int) fbField         { return fbField{slot: slot, kind: fbVector, size: size} }
 func tbl(slot int, t *TableDef) fbField  { return fbField{slot: slot, kind: fbTable, table: t} }
 func tbls(slot int, t *TableDef) fbField { return fbField{slot: slot, kind: fbTables, table: t} }
 
@@ -82,10 +83,12 @@ var (
 	fbBatch      = &TableDef{name: "RecordBatch", fields: []fbField{scalar(0, 8), vec(1, 16), vec(2, 16),
 		tbl(3, &TableDef{name: "BodyCompression", fields: []fbField{scalar(0, 1), scalar(1, 1)}}), vec(4, 8)}}
 	fbDictBatch = &TableDef{name: "DictionaryBatch", fields: []fbField{scalar(0, 8), tbl(1, fbBatch), scalar(2, 1)}}
-	// Message: a header of type Schema, DictionaryBatch or RecordBatch
-	// (Tensor and SparseTensor messages are refused by scan)
+	// Message is an IPC message: a header of type Schema,
+	// DictionaryBatch or RecordBatch (Tensor and SparseTensor messages
+	// are refused by their readers).
 	Message = &TableDef{name: "Message", fields: []fbField{scalar(0, 2), scalar(1, 1),
 		{slot: 2, kind: fbUnion, union: []*TableDef{nil, fbSchema, fbDictBatch, fbBatch}}, scalar(3, 8), tbls(4, fbKeyValue)}}
+	// Footer is the footer of an IPC file.
 	Footer = &TableDef{name: "Footer", fields: []fbField{scalar(0, 2), tbl(1, fbSchema), vec(2, 24), vec(3, 24), tbls(4, fbKeyValue)}}
 )
 
