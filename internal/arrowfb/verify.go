@@ -104,7 +104,7 @@ type fbVerifier struct {
 	maxTables     int
 }
 
-// verify checks buf as a flatbuffer whose root is a def table.
+// Verify checks buf as a flatbuffer whose root is a def table.
 func Verify(buf []byte, def *TableDef) error {
 	const minSize = 12 // flatbuffers' FLATBUFFERS_MIN_BUFFER_SIZE
 	if len(buf) < minSize || len(buf) >= 1<<31-1 {
