@@ -36,8 +36,8 @@ var (
 	ErrStalled = errors.New("dlflight: stream stalled")
 )
 
-// ErrTruncated: a tensor in a file mapping (a tensorfile tensor) whose
-// file another process cut short; the lost pages cannot be read. It is
-// dlgrpc.ErrTruncated (tensorfile.ErrTruncated). A server answers
-// codes.Internal.
+// ErrTruncated is the error of a tensor in a file mapping (a tensorfile
+// tensor) whose file another process cut short; the lost pages cannot be
+// read. It is dlgrpc.ErrTruncated (tensorfile.ErrTruncated). A server
+// answers codes.Internal.
 var ErrTruncated = dlgrpc.ErrTruncated

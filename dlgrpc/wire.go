@@ -27,8 +27,8 @@ import (
 // aligned buffer that the received Tensor then shares; every other field
 // goes to protobuf, which decides what the message means.
 
-// ZeroCopyPart: tensor parts of at least this many bytes are handed to
-// gRPC without a copy; smaller ones are cheaper to copy than to track.
+// ZeroCopyPart is the size from which tensor parts are handed to gRPC
+// without a copy; smaller ones are cheaper to copy than to track.
 const ZeroCopyPart = 64 << 10
 
 // Marshaler is a message that writes its own wire form: the services'
