@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -309,109 +308,44 @@ type Named struct {
 // WriteSafetensors writes tensors (any strides, any of the dtypes
 // OpenSafetensors reads; the one-byte types without a Go element type are
 // written as their bytes) and metadata (may be nil) to w
-// as a safetensors file, laid out as the reference implementation does:
-// tensors sorted by decreasing item size, then name, so each is aligned
-// for its type; the JSON header lists __metadata__ first, then the tensors
-// in data order, and is padded with spaces to a multiple of 8 bytes. Each
-// tensor is taken with dlpack.From and released before WriteSafetensors
-// returns. Names and metadata must be valid UTF-8 (ErrFormat otherwise).
+// as a safetensors file, byte for byte as the reference writer (Python's
+// safetensors, its Rust crate) writes the same tensors: tensors sorted by
+// decreasing dtype in the crate's order (by alignment), then by name, so
+// each is aligned for its type; the JSON header lists __metadata__ first
+// (its keys sorted; the crate's order is its hash map's), then the tensors
+// in data order, strings escaped as serde_json escapes them, and is padded
+// with spaces to a multiple of 8 bytes. Each tensor is taken with
+// dlpack.From and released before WriteSafetensors returns. Names and
+// metadata must be valid UTF-8, names unique and not "__metadata__", and
+// the header no longer than MaxSafetensorsHeader (ErrFormat otherwise):
+// nothing is written unless OpenSafetensors can read it back.
 func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) error {
-	type item struct {
-		name  string
-		f     dlpack.Foreign
-		dtype string
-		size  int
-	}
-	items := make([]item, 0, len(tensors))
+	srcs := make([]dlpack.Foreign, 0, len(tensors))
 	defer func() {
-		for _, it := range items {
-			it.f.Close()
+		for _, f := range srcs {
+			f.Close()
 		}
 	}()
-	if err := checkText(metadata); err != nil {
-		return err
-	}
-	seen := map[string]bool{"__metadata__": true}
-	for _, nt := range tensors {
-		if seen[nt.Name] {
-			return fieldErr(ErrFormat, "name", nt.Name, "repeated or reserved")
-		}
-		if !utf8.ValidString(nt.Name) {
-			return fieldErr(ErrFormat, "name", strconv.Quote(nt.Name), notUTF8)
-		}
-		seen[nt.Name] = true
+	specs := make([]stTensor, len(tensors))
+	for i, nt := range tensors {
 		f, err := dlpack.From(nt.Tensor)
 		if err != nil {
 			return err
 		}
-		items = append(items, item{name: nt.Name, f: f})
-		it := &items[len(items)-1]
-		if it.dtype, err = safetensorsName(f.DataType()); err != nil {
-			return err
-		}
+		srcs = append(srcs, f)
 		if err := checkSource(f); err != nil {
 			return err
 		}
-		it.size = f.DataType().ItemSize()
+		specs[i] = stTensor{name: nt.Name, dtype: f.DataType(), shape: f.Shape()}
 	}
-	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.name, b.name))
-	})
-	var hdr bytes.Buffer
-	enc := json.NewEncoder(&hdr)
-	enc.SetEscapeHTML(false)
-	str := func(s string) {
-		enc.Encode(s)
-		hdr.Truncate(hdr.Len() - 1) // Encode's newline
-	}
-	hdr.WriteByte('{')
-	if metadata != nil {
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range metadata {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		hdr.WriteString(`"__metadata__":{`)
-		for i, k := range keys {
-			if i > 0 {
-				hdr.WriteByte(',')
-			}
-			str(k)
-			hdr.WriteByte(':')
-			str(metadata[k])
-		}
-		hdr.WriteByte('}')
-	}
-	off := int64(0)
-	for i, it := range items {
-		if i > 0 || metadata != nil {
-			hdr.WriteByte(',')
-		}
-		str(it.name)
-		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.dtype)
-		for j, d := range it.f.Shape() {
-			if j > 0 {
-				hdr.WriteByte(',')
-			}
-			hdr.WriteString(strconv.FormatInt(d, 10))
-		}
-		nb := it.f.Len() * int64(it.size)
-		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+nb)
-		off += nb
-	}
-	hdr.WriteByte('}')
-	for hdr.Len()%8 != 0 {
-		hdr.WriteByte(' ')
+	lay, err := layoutSafetensors(specs, metadata, 8)
+	if err != nil {
+		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(hdr.Len()))
-	bw.Write(n[:])
-	bw.Write(hdr.Bytes())
-	for _, it := range items {
-		if err := writeElements(bw, it.f); err != nil {
+	bw.Write(lay.head)
+	for _, i := range lay.order {
+		if err := writeElements(bw, srcs[i]); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,11 @@
   peers.py check DIR  reads DIR/manifest.json written by Go and checks each
                       file with np.load and safetensors, bit for bit against
                       its .bin files.
+  peers.py save DIR   reads DIR/save.json written by Go: for each case, the
+                      tensors (their .bin files) given to
+                      safetensors.numpy.save must give WriteSafetensors' file
+                      byte for byte, and CreateSafetensors' file the same
+                      header JSON and data (its padding is to 64 bytes).
 """
 import json
 import os
@@ -189,5 +194,43 @@ def check(d):
     print(f"checked {n} tensors in {len(files)} files written by Go: bit for bit")
 
 
+def split(b):
+    """A safetensors file's header JSON (padding stripped) and data."""
+    n = int.from_bytes(b[:8], "little")
+    return b[8:8 + n].rstrip(b" "), b[8 + n:]
+
+
+def save(d):
+    with open(os.path.join(d, "save.json")) as f:
+        cases = json.load(f)
+    for c in cases:
+        tensors = {}
+        for t in c["tensors"]:
+            with open(os.path.join(d, t["bin"]), "rb") as f:
+                raw = f.read()
+            tensors[t["name"]] = np.frombuffer(raw, ST_DTYPES[t["dtype"]]).reshape(t["shape"])
+        with open(os.path.join(d, c["go"]), "rb") as f:
+            go = f.read()
+        with open(os.path.join(d, c["create"]), "rb") as f:
+            created = f.read()
+        # The crate lists several metadata keys in its hash map's order,
+        # which changes from call to call: save until every order was seen.
+        meta = c["metadata"]
+        orders = 1
+        for k in range(2, len(meta or {}) + 1):
+            orders *= k
+        seen = set()
+        for _ in range(200 * orders):
+            seen.add(safetensors.numpy.save(tensors, metadata=meta))
+            if len(seen) == orders:
+                break
+        assert len(seen) == orders, (c["go"], len(seen), orders)
+        assert go in seen, (c["go"], go[:400], sorted(seen)[0][:400])
+        assert split(created) == split(go), (c["create"], split(created)[0][:400], split(go)[0][:400])
+        assert (8 + int.from_bytes(created[:8], "little")) % 64 == 0, c["create"]
+    print(f"{len(cases)} cases: WriteSafetensors wrote safetensors.numpy.save's bytes, "
+          f"CreateSafetensors its header JSON and data (padded to 64)")
+
+
 if __name__ == "__main__":
-    {"write": write, "check": check}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check, "save": save}[sys.argv[1]](sys.argv[2])
