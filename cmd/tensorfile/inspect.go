@@ -100,7 +100,8 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 }
 
 // inspectFile opens one file and describes it; a file that cannot be read
-// has only Path and Error.
+// has only Path, Error and, when it is known (from the extension, --from
+// or the first bytes), Format.
 func inspectFile(path string, forced format, verify bool) jsonFile {
 	jf := jsonFile{Path: path, Metadata: map[string]string{}, Tensors: []jsonTensor{}}
 	f := forced
@@ -111,13 +112,13 @@ func inspectFile(path string, forced format, verify bool) jsonFile {
 			return jf
 		}
 	}
+	jf.Format = string(f)
 	in, err := open(path, f, verify)
 	if err != nil {
 		jf.Error = about(path, err).Error()
 		return jf
 	}
 	defer in.close()
-	jf.Format = string(in.format)
 	for k, v := range in.metadata {
 		jf.Metadata[k] = v
 	}

@@ -278,7 +278,7 @@ func TestMalformed(t *testing.T) {
 			}
 		}
 		rep, r2 := inspectJSON(t, c.path)
-		if r2.code != 1 || len(rep.Files) != 1 || !strings.Contains(rep.Files[0].Error, c.want) || len(rep.Files[0].Tensors) != 0 {
+		if r2.code != 1 || len(rep.Files) != 1 || !strings.Contains(rep.Files[0].Error, c.want) || len(rep.Files[0].Tensors) != 0 || rep.Files[0].Format != string(c.f) {
 			t.Errorf("inspect --json %s: exit %d, %+v", filepath.Base(c.path), r2.code, rep)
 		}
 		out := filepath.Join(dir, "out-"+filepath.Base(c.path)+".safetensors")
