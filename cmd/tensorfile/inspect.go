@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -66,6 +67,11 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// One buffered writer for the whole output: the table writer writes
+	// each cell on its own, a write call per cell on stdout otherwise.
+	// It is flushed before each error, so that on a terminal the errors
+	// and the tables come in the order of the files.
+	out := bufio.NewWriterSize(stdout, 64<<10)
 	report := jsonReport{Files: []jsonFile{}}
 	failed := false
 	for i, path := range files {
@@ -78,20 +84,26 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		if jf.Error != "" {
+			if err := out.Flush(); err != nil {
+				return err
+			}
 			fmt.Fprintln(stderr, jf.Error)
 			continue
 		}
 		if i > 0 {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(out)
 		}
-		printFile(stdout, jf)
+		printFile(out, jf)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(report); err != nil {
 			return err
 		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
 	}
 	if failed {
 		return errReported
