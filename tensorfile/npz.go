@@ -189,6 +189,11 @@ func (f *File) loadNPZ(fd io.ReaderAt, size int64, mode crcMode) error {
 			return err
 		}
 		name := strings.TrimSuffix(e.name, ".npy")
+		if _, dup := f.byName[name]; dup {
+			// zipfile keeps the last entry of a name, so np.load reads
+			// the last member: either way one of them would be hidden.
+			return fieldErr(ErrFormat, e.field+" name", name, "another member of the archive has this name (np.load reads the last of them)")
+		}
 		var t *Tensor
 		if e.method == zipStore {
 			t, err = f.storedMember(fd, e, name, mode)

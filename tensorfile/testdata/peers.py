@@ -10,6 +10,11 @@
   peers.py check DIR  reads DIR/manifest.json written by Go and checks each
                       file with np.load and safetensors, bit for bit against
                       its .bin files.
+  peers.py judge DIR  reads DIR/judge.json written by Go, a list of
+                      [file, format], reads each file with its format's
+                      reference reader (np.load, every member of an .npz
+                      read; safetensors.deserialize) and prints, as JSON,
+                      for each file "reads" or what the reader raises.
   peers.py save DIR   reads DIR/save.json written by Go: for each case, the
                       tensors (their .bin files) given to
                       safetensors.numpy.save must give WriteSafetensors' file
@@ -232,5 +237,27 @@ def save(d):
           f"CreateSafetensors its header JSON and data (padded to 64)")
 
 
+def judge(d):
+    with open(os.path.join(d, "judge.json")) as f:
+        files = json.load(f)
+    out = {}
+    for name, fmt in files:
+        path = os.path.join(d, name)
+        try:
+            if fmt == "npy":
+                np.load(path)
+            elif fmt == "npz":
+                with np.load(path) as z:
+                    for k in z.files:
+                        z[k]
+            else:
+                with open(path, "rb") as f:
+                    safetensors.deserialize(f.read())
+            out[name] = "reads"
+        except Exception as e:  # what the reference reader raises is the point
+            out[name] = f"raises {type(e).__name__}: {str(e)[:200]}"
+    print(json.dumps(out, ensure_ascii=False))
+
+
 if __name__ == "__main__":
-    {"write": write, "check": check, "save": save}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check, "save": save, "judge": judge}[sys.argv[1]](sys.argv[2])
