@@ -15,6 +15,12 @@
                       reference reader (np.load, every member of an .npz
                       read; safetensors.deserialize) and prints, as JSON,
                       for each file "reads" or what the reader raises.
+  peers.py lzma DIR   reads DIR/lzma.json written by Go, a list of
+                      [file, size]: each file the data of a zip LZMA member
+                      (as zipfile writes it), and prints, as JSON, for each
+                      what liblzma makes of it: the SHA-256 of what it
+                      decodes when that is a whole stream of size bytes,
+                      else why not.
   peers.py save DIR   reads DIR/save.json written by Go: for each case, the
                       tensors (their .bin files) given to
                       safetensors.numpy.save must give WriteSafetensors' file
@@ -259,5 +265,31 @@ def judge(d):
     print(json.dumps(out, ensure_ascii=False))
 
 
+def lzma_members(d):
+    import hashlib
+    import lzma
+    with open(os.path.join(d, "lzma.json")) as f:
+        members = json.load(f)
+    out = []
+    for name, size in members:
+        with open(os.path.join(d, name), "rb") as f:
+            b = f.read()
+        try:
+            if len(b) < 4 or b[2:4] != b"\x05\x00" or len(b) < 9:
+                raise ValueError("no LZMA properties")
+            filt = lzma._decode_filter_properties(lzma.FILTER_LZMA1, b[4:9])
+            dec = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt])
+            data = dec.decompress(b[9:])
+            if not dec.eof:
+                out.append("the stream does not end")
+            elif len(data) != size:
+                out.append(f"{len(data)} bytes")
+            else:
+                out.append(hashlib.sha256(data).hexdigest())
+        except Exception as e:  # what liblzma raises is the point
+            out.append(f"raises {type(e).__name__}: {e}")
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
-    {"write": write, "check": check, "save": save, "judge": judge}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check, "save": save, "judge": judge, "lzma": lzma_members}[sys.argv[1]](sys.argv[2])
