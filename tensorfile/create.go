@@ -1,21 +1,15 @@
 package tensorfile
 
 import (
-	"bytes"
-	"cmp"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/godlpack/dlpack"
 )
@@ -33,113 +27,38 @@ type Spec struct {
 // read-write: its tensors are writable DLPack producers whose data is the
 // file's memory, to be filled in place (dlpack.From(t) and
 // dlpack.Slice[float32], a C or Python consumer through dlpack.Produce or
-// a capsule; none copies). metadata (may be nil) is the __metadata__;
-// names and metadata must be valid UTF-8 (ErrFormat otherwise).
+// a capsule; none copies). metadata (may be nil) is the __metadata__.
+// Names, metadata and the header's length are checked as WriteSafetensors
+// checks them (ErrFormat), before anything is created.
 //
 // The file is complete from the start: the header is written first, and
 // the data section sized. On Linux its blocks are allocated then
 // (fallocate), so a file system without room for it (a full /dev/shm)
 // fails here with an error wrapping syscall.ENOSPC instead of killing the
 // process with SIGBUS at the first write through the mapping; elsewhere
-// the file is sparse and that risk remains. The layout is the reference
-// implementation's (tensors by decreasing item size, then name, so each
-// is aligned for its type), with the header
-// padded by spaces so the data starts at a multiple of 64 bytes from the
-// file's start: another process that maps the file (safetensors.safe_open,
-// OpenSafetensors, numpy.memmap) sees what Go writes through the shared
-// mapping, page for page, with no copy and nothing to flush. Close when
-// done, as for an opened File; os.File.Sync or msync are only for
-// durability on disk.
+// the file is sparse and that risk remains. The layout and the JSON
+// header are WriteSafetensors', the reference writer's, but for the
+// padding: spaces until the data starts at a multiple of 64 bytes from
+// the file's start, not 8. Another process that maps the file
+// (safetensors.safe_open, OpenSafetensors, numpy.memmap) sees what Go
+// writes through the shared mapping, page for page, with no copy and
+// nothing to flush. Close when done, as for an opened File; os.File.Sync
+// or msync are only for durability on disk.
 //
 // A file already at path is replaced by a rename, never truncated in
 // place, so a process still mapping the previous file keeps reading it
 // (and does not fault); a path that exists and is not a regular file is
 // refused with ErrFormat and left alone; a symbolic link is followed.
 func CreateSafetensors(path string, specs []Spec, metadata map[string]string) (*File, error) {
-	type item struct {
-		Spec
-		name string
-		size int
-		n    int64
+	tensors := make([]stTensor, len(specs))
+	for i, s := range specs {
+		tensors[i] = stTensor{name: s.Name, dtype: s.DType, shape: s.Shape}
 	}
-	items := make([]item, 0, len(specs))
-	if err := checkText(metadata); err != nil {
+	lay, err := layoutSafetensors(tensors, metadata, 64)
+	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{"__metadata__": true}
-	for _, s := range specs {
-		if seen[s.Name] {
-			return nil, fieldErr(ErrFormat, "name", s.Name, "repeated or reserved")
-		}
-		if !utf8.ValidString(s.Name) {
-			return nil, fieldErr(ErrFormat, "name", strconv.Quote(s.Name), notUTF8)
-		}
-		seen[s.Name] = true
-		name, err := safetensorsName(s.DType)
-		if err != nil {
-			return nil, err
-		}
-		n, _, err := layout("shape", s.Shape, s.DType.ItemSize(), false)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, item{Spec: s, name: name, size: s.DType.ItemSize(), n: n})
-	}
-	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.Name, b.Name))
-	})
-	str := func(b *bytes.Buffer, s string) {
-		j, _ := json.Marshal(s) // escapes < > & as \u003c..., still the same JSON string
-		b.Write(j)
-	}
-	var hdr bytes.Buffer
-	hdr.WriteByte('{')
-	if metadata != nil {
-		keys := make([]string, 0, len(metadata))
-		for k := range metadata {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		hdr.WriteString(`"__metadata__":{`)
-		for i, k := range keys {
-			if i > 0 {
-				hdr.WriteByte(',')
-			}
-			str(&hdr, k)
-			hdr.WriteByte(':')
-			str(&hdr, metadata[k])
-		}
-		hdr.WriteByte('}')
-	}
-	off := int64(0)
-	for i, it := range items {
-		if i > 0 || metadata != nil {
-			hdr.WriteByte(',')
-		}
-		str(&hdr, it.Name)
-		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.name)
-		for j, d := range it.Shape {
-			if j > 0 {
-				hdr.WriteByte(',')
-			}
-			hdr.WriteString(strconv.FormatInt(d, 10))
-		}
-		if off+it.n < off {
-			return nil, fieldErr(ErrLayout, "shape", it.Shape, "the file size overflows int64")
-		}
-		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+it.n)
-		off += it.n
-	}
-	hdr.WriteByte('}')
-	for (8+hdr.Len())%64 != 0 {
-		hdr.WriteByte(' ')
-	}
-	if hdr.Len() > MaxSafetensorsHeader {
-		return nil, fieldErr(ErrFormat, "header", hdr.Len(), "longer than MaxSafetensorsHeader")
-	}
-	pre := make([]byte, 8, 8+hdr.Len())
-	binary.LittleEndian.PutUint64(pre, uint64(hdr.Len()))
-	if err := create(path, append(pre, hdr.Bytes()...), off); err != nil {
+	if err := create(path, lay.head, lay.data); err != nil {
 		return nil, err
 	}
 	f, err := OpenSafetensors(path, ReadWrite())

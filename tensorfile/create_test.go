@@ -223,3 +223,64 @@ func TestSafetensorsNamesNotUTF8(t *testing.T) {
 		t.Errorf("the file at the path was replaced: %q", b)
 	}
 }
+
+// TestSafetensorsHeaderBound: the longest header each writer can make
+// under MaxSafetensorsHeader (WriteSafetensors pads to 8 bytes, so
+// 100,000,000; CreateSafetensors to 64 from the file's start, so
+// 99,999,992) is written and read back; a name one byte longer, padded
+// past the bound, is refused with ErrFormat before anything is written
+// or created, as OpenSafetensors would refuse the file.
+func TestSafetensorsHeaderBound(t *testing.T) {
+	noLiveMappings(t)
+	dir := t.TempDir()
+	empty := dlpack.NewArray([]uint8{}, []int64{0})
+	base := len(`{"":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}}`)
+	writers := []struct {
+		name    string
+		longest int // header
+		write   func(path, name string) error
+	}{
+		{"WriteSafetensors", tensorfile.MaxSafetensorsHeader, func(path, name string) error {
+			fh, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			return tensorfile.WriteSafetensors(fh, []tensorfile.Named{{Name: name, Tensor: empty}}, nil)
+		}},
+		{"CreateSafetensors", tensorfile.MaxSafetensorsHeader - 8, func(path, name string) error {
+			f, err := tensorfile.CreateSafetensors(path, []tensorfile.Spec{{Name: name, DType: dlpack.Uint8, Shape: []int64{0}}}, nil)
+			if f != nil {
+				f.Close()
+			}
+			return err
+		}},
+	}
+	for _, w := range writers {
+		p := filepath.Join(dir, w.name+".safetensors")
+		name := strings.Repeat("n", w.longest-base)
+		if err := w.write(p, name); err != nil {
+			t.Fatalf("%s, a %d-byte header: %v", w.name, w.longest, err)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() != int64(8+w.longest) {
+			t.Errorf("%s, a %d-byte header: %v, want a file of %d bytes", w.name, w.longest, st, 8+w.longest)
+		}
+		f, err := tensorfile.OpenSafetensors(p)
+		if err != nil {
+			t.Fatalf("%s, a %d-byte header: %v", w.name, w.longest, err)
+		}
+		if n := f.Tensors()[0].Name(); n != name {
+			t.Errorf("%s: a name of %d bytes read back as one of %d", w.name, len(name), len(n))
+		}
+		f.Close()
+
+		p = filepath.Join(dir, w.name+"-over.safetensors")
+		err = w.write(p, name+"n")
+		if !errors.Is(err, tensorfile.ErrFormat) || !strings.Contains(err.Error(), "header length = ") {
+			t.Errorf("%s, a name one byte longer: %v, want ErrFormat naming the header length", w.name, err)
+		}
+		if st, err := os.Stat(p); err == nil && st.Size() != 0 {
+			t.Errorf("%s, a name one byte longer: wrote %d bytes", w.name, st.Size())
+		}
+	}
+}

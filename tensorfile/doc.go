@@ -111,9 +111,10 @@
 // writes format 1.0 (2.0 for huge headers) with the data 64-byte aligned,
 // as NumPy does; WriteNPZ stores members 64-byte aligned in the archive
 // (a padding extra field), so OpenNPZ maps every member of a stored
-// archive it wrote; WriteSafetensors lays tensors out as the reference
-// implementation does (decreasing item size, then name; header padded
-// with spaces to 8 bytes).
+// archive it wrote; WriteSafetensors writes the file the reference
+// implementation writes for the same tensors, byte for byte (checked
+// against Python's safetensors), and CreateSafetensors the same header
+// padded to 64 bytes.
 //
 // # Shared with other processes: CreateSafetensors, CreateNPY
 //

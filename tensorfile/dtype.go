@@ -68,34 +68,48 @@ func npyDescr(dt dlpack.DataType) (string, error) {
 	return "", fieldErr(ErrDType, "dtype", dt, "NumPy has no builtin dtype for it")
 }
 
-// safetensorsTypes maps the safetensors dtype names to DLPack types. F8_E4M3
-// is the finite-only e4m3 (float8_e4m3fn), as in PyTorch and ml_dtypes;
+// safetensorsOrder lists the safetensors dtypes in the order of the
+// safetensors crate's Dtype enum, which is by increasing alignment: its
+// writer lays tensors out by decreasing position in this list, then by
+// name, and so do WriteSafetensors and CreateSafetensors. F8_E4M3 is the
+// finite-only e4m3 (float8_e4m3fn), as in PyTorch and ml_dtypes;
 // F8_E4M3FNUZ and F8_E5M2FNUZ are ml_dtypes' float8_e4m3fnuz and
 // float8_e5m2fnuz (finite, unsigned zero, NaN 0x80), as the safetensors
 // package names them.
-var safetensorsTypes = map[string]dlpack.DataType{
-	"BOOL":        dlpack.Bool,
-	"U8":          dlpack.Uint8,
-	"I8":          dlpack.Int8,
-	"F8_E5M2":     dlpack.Float8E5M2,
-	"F8_E4M3":     dlpack.Float8E4M3FN,
-	"F8_E8M0":     dlpack.Float8E8M0FNU,
-	"F8_E4M3FNUZ": dlpack.Float8E4M3FNUZ,
-	"F8_E5M2FNUZ": dlpack.Float8E5M2FNUZ,
-	"I16":         dlpack.Int16,
-	"U16":         dlpack.Uint16,
-	"F16":         dlpack.Float16,
-	"BF16":        dlpack.BFloat16,
-	"I32":         dlpack.Int32,
-	"U32":         dlpack.Uint32,
-	"F32":         dlpack.Float32,
-	"C64":         dlpack.Complex64,
-	"F64":         dlpack.Float64,
-	"I64":         dlpack.Int64,
-	"U64":         dlpack.Uint64,
+var safetensorsOrder = []struct {
+	name string
+	dt   dlpack.DataType
+}{
+	{"BOOL", dlpack.Bool},
+	{"U8", dlpack.Uint8},
+	{"I8", dlpack.Int8},
+	{"F8_E5M2", dlpack.Float8E5M2},
+	{"F8_E4M3", dlpack.Float8E4M3FN},
+	{"F8_E8M0", dlpack.Float8E8M0FNU},
+	{"F8_E4M3FNUZ", dlpack.Float8E4M3FNUZ},
+	{"F8_E5M2FNUZ", dlpack.Float8E5M2FNUZ},
+	{"I16", dlpack.Int16},
+	{"U16", dlpack.Uint16},
+	{"F16", dlpack.Float16},
+	{"BF16", dlpack.BFloat16},
+	{"I32", dlpack.Int32},
+	{"U32", dlpack.Uint32},
+	{"F32", dlpack.Float32},
+	{"C64", dlpack.Complex64},
+	{"F64", dlpack.Float64},
+	{"I64", dlpack.Int64},
+	{"U64", dlpack.Uint64},
 }
 
-// badSafetensorsDType is the error for a dtype name safetensorsTypes lacks.
+// safetensorsTypes maps the safetensors dtype names to DLPack types.
+var safetensorsTypes = func() map[string]dlpack.DataType {
+	m := make(map[string]dlpack.DataType, len(safetensorsOrder))
+	for _, t := range safetensorsOrder {
+		m[t.name] = t.dt
+	}
+	return m
+}()
+
 // safetensorsNames interns the names of safetensorsTypes.
 var safetensorsNames = func() map[string]string {
 	m := make(map[string]string, len(safetensorsTypes))
@@ -105,6 +119,7 @@ var safetensorsNames = func() map[string]string {
 	return m
 }()
 
+// badSafetensorsDType is the error for a dtype name safetensorsTypes lacks.
 func badSafetensorsDType(field, s string) error {
 	why := "unknown safetensors dtype"
 	switch s {
@@ -114,13 +129,15 @@ func badSafetensorsDType(field, s string) error {
 	return fieldErr(ErrDType, field, s, why)
 }
 
-func safetensorsName(dt dlpack.DataType) (string, error) {
-	for name, t := range safetensorsTypes {
-		if t == dt {
-			return name, nil
+// safetensorsName returns the safetensors name of dt and its position in
+// safetensorsOrder.
+func safetensorsName(dt dlpack.DataType) (name string, rank int, err error) {
+	for i, t := range safetensorsOrder {
+		if t.dt == dt {
+			return t.name, i, nil
 		}
 	}
-	return "", fieldErr(ErrDType, "dtype", dt, "safetensors has no name for it")
+	return "", 0, fieldErr(ErrDType, "dtype", dt, "safetensors has no name for it")
 }
 
 // layout computes the element count, byte size and strides (in elements;

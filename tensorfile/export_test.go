@@ -18,3 +18,7 @@ func RowMajor(f dlpack.Foreign) ([]byte, error) {
 
 // SetHookBeforeData sets the hook copyNPY runs between header and data.
 func SetHookBeforeData(f func()) { testHookBeforeData = f }
+
+// DecodeZipLZMA decodes the data of a zip LZMA member of size bytes,
+// flagged as ending with the end marker or not.
+var DecodeZipLZMA = decodeLZMA

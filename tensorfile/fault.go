@@ -101,11 +101,11 @@ func (t *Tensor) CopyTo(dst []byte) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if t.buf != nil {
-		return copy(dst, t.buf.Data()), nil
+	if buf := t.buf(); buf != nil {
+		return copy(dst, buf.Data()), nil
 	}
-	src := unsafe.Slice((*byte)(t.data), n)
-	err := guardMapped("tensor "+fmt.Sprintf("%q", t.name), f.m, uintptr(t.data), uintptr(n), func() error {
+	src := unsafe.Slice((*byte)(t.data()), n)
+	err := guardMapped("tensor "+fmt.Sprintf("%q", t.name), f.m, uintptr(t.data()), uintptr(n), func() error {
 		copy(dst[:n], src)
 		return nil
 	})

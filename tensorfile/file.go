@@ -287,16 +287,65 @@ func (f *File) add(t *Tensor) error {
 type Tensor struct {
 	file     *File
 	name     string
-	dtype    dlpack.DataType
-	shape    []int64
-	strides  []int64 // elements
+	dims     []int64 // the shape, then the strides (in elements) unless row-major compact
 	nbytes   int64
-	data     unsafe.Pointer        // the first byte in the mapping; nil when empty or copied
-	buf      *dlpack.Buffer[uint8] // the copy, when not mapped
+	off      int64        // where the data starts in the mapping, when mapped
+	x        *tensorExtra // nil for a mapped tensor that is no .npz member
+	dtype    dlpack.DataType
+	ndim     uint8
 	readOnly bool
-	crcOK    atomic.Bool // an .npz member whose CRC-32 was checked
-	lazy     *lazyCRC    // a mapped .npz member to check on first use (LazyMappedCRC)
 }
+
+// tensorExtra is what a copied tensor or an .npz member holds beyond a
+// view of the mapping: kept out of Tensor, of which a safetensors header
+// can list millions, none needing it.
+type tensorExtra struct {
+	buf   *dlpack.Buffer[uint8] // the copy, when not mapped
+	crcOK atomic.Bool           // an .npz member whose CRC-32 was checked
+	lazy  *lazyCRC              // a mapped .npz member to check on first use (LazyMappedCRC)
+}
+
+// newTensor is a tensor of shape and strides (nil: row-major compact),
+// which it keeps.
+func newTensor(name string, dt dlpack.DataType, shape, strides []int64, nbytes int64, readOnly bool) *Tensor {
+	t := &Tensor{name: name, dtype: dt, dims: shape, nbytes: nbytes, ndim: uint8(len(shape)), readOnly: readOnly}
+	if strides != nil {
+		t.dims = append(shape[:len(shape):len(shape)], strides...)
+	}
+	return t
+}
+
+// shape is the tensor's shape, not a copy.
+func (t *Tensor) shape() []int64 { return t.dims[:t.ndim] }
+
+// strides are the tensor's strides, not a copy, or nil for a row-major
+// compact tensor whose strides are not kept.
+func (t *Tensor) strides() []int64 {
+	if len(t.dims) == int(t.ndim) {
+		return nil
+	}
+	return t.dims[t.ndim:]
+}
+
+// extra returns t.x, made if needed; only while the File is being built.
+func (t *Tensor) extra() *tensorExtra {
+	if t.x == nil {
+		t.x = new(tensorExtra)
+	}
+	return t.x
+}
+
+// buf is the copy of a tensor that is not mapped, else nil.
+func (t *Tensor) buf() *dlpack.Buffer[uint8] {
+	if t.x == nil {
+		return nil
+	}
+	return t.x.buf
+}
+
+// data is the address of the tensor's first byte in the mapping, of a
+// mapped tensor that has data; the caller holds the File's read lock.
+func (t *Tensor) data() unsafe.Pointer { return t.file.m.at(t.off) }
 
 // Name returns the tensor's name: the safetensors key, the .npz member
 // name without ".npy", or "" for a .npy file.
@@ -306,11 +355,28 @@ func (t *Tensor) Name() string { return t.name }
 func (t *Tensor) DataType() dlpack.DataType { return t.dtype }
 
 // Shape returns a copy of the shape.
-func (t *Tensor) Shape() []int64 { return append([]int64(nil), t.shape...) }
+func (t *Tensor) Shape() []int64 { return append([]int64(nil), t.shape()...) }
 
 // Strides returns a copy of the strides, in elements: row-major, or
 // column-major for Fortran-order .npy arrays.
-func (t *Tensor) Strides() []int64 { return append([]int64(nil), t.strides...) }
+func (t *Tensor) Strides() []int64 {
+	if s := t.strides(); s != nil {
+		return append([]int64(nil), s...)
+	}
+	return rowMajor(t.shape())
+}
+
+// rowMajor returns the strides, in elements, of a row-major compact
+// tensor of shape.
+func rowMajor(shape []int64) []int64 {
+	strides := make([]int64, len(shape))
+	n := int64(1)
+	for i := len(shape) - 1; i >= 0; i-- {
+		strides[i] = n
+		n *= shape[i]
+	}
+	return strides
+}
 
 // NBytes returns the size of the tensor's data in bytes.
 func (t *Tensor) NBytes() int64 { return t.nbytes }
@@ -320,14 +386,14 @@ func (t *Tensor) NBytes() int64 { return t.nbytes }
 // for their type: dlpack.DataType.Alignment) rather than a copy in a
 // dlpack.Buffer (compressed .npz members; misaligned .npy, .npz and
 // safetensors data; ReadNPY). Exports of a copy carry dlpack.FlagIsCopied.
-func (t *Tensor) Mapped() bool { return t.buf == nil }
+func (t *Tensor) Mapped() bool { return t.buf() == nil }
 
 // ReadOnly reports whether exports of the tensor are read-only.
 func (t *Tensor) ReadOnly() bool { return t.readOnly }
 
 // String describes the tensor, such as `"w" float32[2 3] mapped read-only`.
 func (t *Tensor) String() string {
-	s := fmt.Sprintf("%q %v%v", t.name, t.dtype, t.shape)
+	s := fmt.Sprintf("%q %v%v", t.name, t.dtype, t.shape())
 	if t.Mapped() {
 		s += " mapped"
 	} else {

@@ -20,6 +20,13 @@ import (
 // min(dictionary size, uncompressed size) bytes (distances past the data
 // decoded so far are errors), the probabilities at most 0x300<<4 literal
 // coders (lc+lp <= 4, as liblzma requires).
+//
+// Why not github.com/ulikunitz/xz/lzma (pure Go, no dependencies): this
+// package is in the core module, which depends on the standard library
+// and golang.org/x only; and compared outside the repository it is no
+// better: it reads damaged members that liblzma and this decoder refuse
+// (TestPeersLZMADamaged holds this decoder to liblzma), and is no faster
+// on data that does not compress well (docs/performance.md).
 
 const (
 	lzmaProbInit     = 1 << 10 // half of 1<<11: bit 0 and 1 equally likely

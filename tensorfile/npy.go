@@ -369,10 +369,8 @@ func mappedNPY(m *mapping, h *npyHeader, off int64, name string, readOnly bool) 
 	if h.bigEndian {
 		return nil, fieldErr(ErrByteOrder, "header.descr", h.descr, "big-endian data cannot be shared with a little-endian consumer; ReadNPY converts it")
 	}
-	t := &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, readOnly: readOnly}
-	if h.nbytes > 0 {
-		t.data = m.at(off + h.dataOffset)
-	}
+	t := newTensor(name, h.dtype, h.shape, h.strides, h.nbytes, readOnly)
+	t.off = off + h.dataOffset
 	return t, nil
 }
 
@@ -480,7 +478,9 @@ func copyNPY(f *File, r io.Reader, size int64, name string, readOnly bool) (*Ten
 	if h.bigEndian {
 		swapBytes(data, h.dtype)
 	}
-	return &Tensor{name: name, dtype: h.dtype, shape: h.shape, strides: h.strides, nbytes: h.nbytes, buf: buf, readOnly: readOnly}, nil
+	t := newTensor(name, h.dtype, h.shape, h.strides, h.nbytes, readOnly)
+	t.extra().buf = buf
+	return t, nil
 }
 
 // testHookBeforeData, set by tests, runs when copyNPY has read a header

@@ -133,7 +133,7 @@ func OpenNPZ(path string, opts ...Option) (*File, error) {
 // SkipMappedCRC, which leaves the mapped ones unchecked, or
 // LazyMappedCRC, which checks each mapped one on its first use; false for
 // .npy and safetensors tensors (formats without checksums).
-func (t *Tensor) CRCChecked() bool { return t.crcOK.Load() }
+func (t *Tensor) CRCChecked() bool { return t.x != nil && t.x.crcOK.Load() }
 
 // lazyCRC is the pending check of a mapped member (LazyMappedCRC).
 type lazyCRC struct {
@@ -147,13 +147,13 @@ type lazyCRC struct {
 // outcome; nil for a tensor with none pending. The caller holds the
 // File's read lock, so the mapping is there.
 func (t *Tensor) checkCRC() error {
-	l := t.lazy
-	if l == nil {
+	if t.x == nil || t.x.lazy == nil {
 		return nil
 	}
+	l := t.x.lazy
 	l.once.Do(func() {
 		if l.err = l.e.checkMapped(t.file.m, l.off, l.n); l.err == nil {
-			t.crcOK.Store(true)
+			t.x.crcOK.Store(true)
 		}
 	})
 	return l.err
@@ -189,6 +189,11 @@ func (f *File) loadNPZ(fd io.ReaderAt, size int64, mode crcMode) error {
 			return err
 		}
 		name := strings.TrimSuffix(e.name, ".npy")
+		if _, dup := f.byName[name]; dup {
+			// zipfile keeps the last entry of a name, so np.load reads
+			// the last member: either way one of them would be hidden.
+			return fieldErr(ErrFormat, e.field+" name", name, "another member of the archive has this name (np.load reads the last of them)")
+		}
 		var t *Tensor
 		if e.method == zipStore {
 			t, err = f.storedMember(fd, e, name, mode)
@@ -236,13 +241,13 @@ func (f *File) storedMember(fd io.ReaderAt, e *zipEntry, name string, mode crcMo
 		return t, err
 	}
 	if mode == crcLazy {
-		t.lazy = &lazyCRC{e: e, off: off, n: n}
+		t.extra().lazy = &lazyCRC{e: e, off: off, n: n}
 		return t, nil
 	}
 	if err := e.checkMapped(f.m, off, n); err != nil {
 		return nil, err
 	}
-	t.crcOK.Store(true)
+	t.extra().crcOK.Store(true)
 	return t, nil
 }
 
@@ -295,7 +300,7 @@ func (f *File) copyMember(r io.Reader, e *zipEntry, name string) (*Tensor, error
 		}
 		return nil, e.orChecksum(err, cr, cr.n)
 	}
-	t.crcOK.Store(true)
+	t.extra().crcOK.Store(true)
 	return t, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/tensorfile"
@@ -122,7 +123,9 @@ func sources(t *testing.T) (named []tensorfile.Named, want map[string][]byte, ty
 	return named, want, types
 }
 
-// Files written by Go read back in NumPy and safetensors bit for bit.
+// Everything the library writes (WriteNPY, WriteNPZ stored and deflated,
+// WriteSafetensors, and CreateNPY and CreateSafetensors filled in place)
+// is read back bit for bit by the library and by NumPy and safetensors.
 func TestPeersGoWritesPythonReads(t *testing.T) {
 	python(t)
 	noLiveMappings(t)
@@ -192,10 +195,75 @@ func TestPeersGoWritesPythonReads(t *testing.T) {
 		e.Members[n.Name] = member(n.Name)
 	}
 	files = append(files, e)
+
+	// the same tensors created in place
+	specs := make([]tensorfile.Spec, len(st))
+	for i, n := range st {
+		specs[i] = tensorfile.Spec{Name: n.Name, DType: types[n.Name].dt, Shape: []int64{3, 1 + int64(indexOf(types[n.Name])%4), 2}}
+	}
+	cf, err := tensorfile.CreateSafetensors(filepath.Join(dir, "created.safetensors"), specs, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range cf.Tensors() {
+		fillWith(t, tn, want[tn.Name()])
+	}
+	cf.Close()
+	files = append(files, manifestEntry{File: "created.safetensors", Kind: "safetensors", Members: e.Members, Metadata: meta})
+	for _, n := range npz {
+		if strings.HasSuffix(n.Name, "_f") {
+			continue // CreateNPY makes C-order arrays
+		}
+		g := types[n.Name]
+		cn, err := tensorfile.CreateNPY(filepath.Join(dir, "created_"+n.Name+".npy"), g.dt, []int64{3, 1 + int64(indexOf(g)%4), 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillWith(t, cn.Tensors()[0], want[n.Name])
+		cn.Close()
+		files = append(files, manifestEntry{File: "created_" + n.Name + ".npy", Kind: "npy", Members: map[string]manifestMember{"": member(n.Name)}})
+	}
+
+	// read back here, then by the peers
+	tensors := 0
+	for _, e := range files {
+		path := filepath.Join(dir, e.File)
+		var f *tensorfile.File
+		switch e.Kind {
+		case "npy":
+			f, err = tensorfile.OpenNPY(path)
+		case "npz":
+			f, err = tensorfile.OpenNPZ(path)
+		case "safetensors":
+			f, err = tensorfile.OpenSafetensors(path)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", e.File, err)
+			continue
+		}
+		if len(f.Tensors()) != len(e.Members) || !mapsEqual(f.Metadata(), e.Metadata) {
+			t.Errorf("%s: %d tensors, metadata %v; want %d, %v", e.File, len(f.Tensors()), f.Metadata(), len(e.Members), e.Metadata)
+		}
+		for name, m := range e.Members {
+			tn, err := f.Tensor(name)
+			if err != nil {
+				t.Errorf("%s: %v", e.File, err)
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, m.Bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkTensor(t, e.File+" "+name, tn, m, b, false)
+			tensors++
+		}
+		f.Close()
+	}
 	raw, _ := json.Marshal(files)
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%d tensors in %d files written by Go read back by Go bit for bit", tensors, len(files))
 	t.Log(strings.TrimSpace(runPython(t, "testdata/peers.py", "check", dir)))
 }
 
@@ -206,4 +274,139 @@ func indexOf(g goType) int {
 		}
 	}
 	return -1
+}
+
+// stCase is one set of tensors and metadata written by WriteSafetensors,
+// CreateSafetensors and safetensors.numpy.save (peers.py save).
+type stCase struct {
+	Go       string            `json:"go"`     // WriteSafetensors' file
+	Create   string            `json:"create"` // CreateSafetensors' file, filled in place
+	Tensors  []stCaseTensor    `json:"tensors"`
+	Metadata map[string]string `json:"metadata"` // null: none
+}
+
+type stCaseTensor struct {
+	Name  string  `json:"name"`
+	DType string  `json:"dtype"` // safetensors' name
+	Shape []int64 `json:"shape"`
+	Bin   string  `json:"bin"` // its row-major bytes
+}
+
+// TestPeersSafetensorsSameBytes: WriteSafetensors writes the file
+// safetensors.numpy.save writes for the same tensors and metadata, byte
+// for byte: layout (dtype in the crate's order, then name), header (key
+// order, serde_json's escapes: names with < > &, U+2028, DEL, control
+// characters, quotes, backslashes), padding; CreateSafetensors the same
+// header JSON and data, padded to 64 bytes instead of 8. With several
+// metadata keys the crate's order is its hash map's, different from run
+// to run: the peer saves until it has seen every order, and Go's file
+// must be one of them.
+func TestPeersSafetensorsSameBytes(t *testing.T) {
+	python(t)
+	noLiveMappings(t)
+	dir := t.TempDir()
+	named, want, types := sources(t)
+	var all []tensorfile.Named
+	for _, n := range named {
+		if types[n.Name].st != "" {
+			all = append(all, n)
+		}
+	}
+	odd := []string{"w<&>", "\u2028\u2029", "tab\there", "quote\"back\\slash/", "\x01ctl\x1f\x7f", "ünïcode ✓", "emoji 😀", "", "\b\f\n\r"}
+	var special []tensorfile.Named
+	for i, name := range odd {
+		shape := [][]int64{{}, {0, 3}, {2}}[i%3]
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		xs := make([]float32, n)
+		for j := range xs {
+			xs[j] = float32(i*10 + j)
+		}
+		special = append(special, tensorfile.Named{Name: name, Tensor: dlpack.NewArray(xs, shape)})
+		want[name] = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(xs))), 4*len(xs))
+		types[name] = goType{dt: dlpack.Float32, st: "F32"}
+	}
+	cases := []struct {
+		tensors  []tensorfile.Named
+		metadata map[string]string
+	}{
+		{all, map[string]string{"format": "pt <&> \u2028 \"q\" \\ \x01 ✓"}},
+		{special, nil},
+		{special[:3], map[string]string{}},
+		{nil, nil},
+		{all[:4], map[string]string{"b key": "2", "a key": "1"}},
+	}
+	var manifest []stCase
+	for i, c := range cases {
+		sc := stCase{Go: fmt.Sprintf("go%d.safetensors", i), Create: fmt.Sprintf("create%d.safetensors", i), Metadata: c.metadata, Tensors: []stCaseTensor{}}
+		fh, err := os.Create(filepath.Join(dir, sc.Go))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tensorfile.WriteSafetensors(fh, c.tensors, c.metadata); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if err := fh.Close(); err != nil {
+			t.Fatal(err)
+		}
+		specs := make([]tensorfile.Spec, len(c.tensors))
+		for j, n := range c.tensors {
+			f := mustFrom(t, n.Tensor)
+			specs[j] = tensorfile.Spec{Name: n.Name, DType: f.DataType(), Shape: f.Shape()}
+			bin := fmt.Sprintf("case%d.%d.bin", i, j)
+			if err := os.WriteFile(filepath.Join(dir, bin), want[n.Name], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sc.Tensors = append(sc.Tensors, stCaseTensor{Name: n.Name, DType: types[n.Name].st, Shape: f.Shape(), Bin: bin})
+		}
+		cf, err := tensorfile.CreateSafetensors(filepath.Join(dir, sc.Create), specs, c.metadata)
+		if err != nil {
+			t.Fatalf("case %d: CreateSafetensors: %v", i, err)
+		}
+		for _, tn := range cf.Tensors() {
+			fillWith(t, tn, want[tn.Name()])
+		}
+		cf.Close()
+		manifest = append(manifest, sc)
+	}
+	raw, _ := json.Marshal(manifest)
+	if err := os.WriteFile(filepath.Join(dir, "save.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(strings.TrimSpace(runPython(t, "testdata/peers.py", "save", dir)))
+}
+
+// mustFrom is dlpack.From(p), closed when the test ends.
+func mustFrom(t *testing.T, p dlpack.Producer) dlpack.Foreign {
+	t.Helper()
+	f, err := dlpack.From(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// fillWith copies b, row-major bytes, into the compact tensor tn of a
+// file opened read-write.
+func fillWith(t *testing.T, tn *tensorfile.Tensor, b []byte) {
+	t.Helper()
+	f, err := dlpack.From(tn, dlpack.RequireWritable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.NBytes() != int64(len(b)) {
+		t.Fatalf("%s: %d bytes to fill, %d given", tn.Name(), f.NBytes(), len(b))
+	}
+	if len(b) == 0 {
+		return
+	}
+	dst, err := dlpack.Slice[uint8](asBytes(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(dst, b)
 }

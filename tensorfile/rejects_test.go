@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -147,6 +149,52 @@ var badFiles = []badFile{
 	{"npz", "LZMA member with a match before any data", lzmaNPZ(func(b []byte) []byte { b[10] = 0xff; return b }), tensorfile.ErrFormat},
 	{"npz", "LZMA member of 89 bytes claiming 4 GB", lzmaBomb(), tensorfile.ErrTruncated},
 	{"npz", "LZMA member with a flipped byte", lzmaNPZ(func(b []byte) []byte { b[20] ^= 0x01; return b }), tensorfile.ErrFormat},
+	{"npz", "two members named a.npy", twoNamed(), tensorfile.ErrFormat},
+}
+
+// peerReads gives, for each file of the catalogue that its format's
+// reference reader reads (np.load, every member of an .npz read;
+// safetensors.deserialize), what the reader makes of it and why this
+// package refuses it; every other file the reader refuses too.
+// TestPeersRejects holds both halves to the readers of the pinned venv.
+var peerReads = map[string]string{
+	"npy/repeated key":                                             "NumPy keeps the last value of a repeated key; refused, as a reader keeping the first would read another array",
+	"npy/structured dtype":                                         "DLPack has no structured type",
+	"npy/unicode string dtype":                                     "DLPack has no string type",
+	"npy/datetime dtype":                                           "DLPack has no datetime type",
+	"npy/float128":                                                 "NumPy's float128 is the platform's long double (x87 80-bit on x86, padded): DLPack has no such type",
+	"npy/float64 without byte order ('|f8')":                       "NumPy reads it in the host's byte order; refused, as '|' means no byte order, which only one-byte types have",
+	"npy/item size with a sign":                                    "NumPy's dtype parser takes '+8' as 8; refused, as no writer makes it",
+	"npy/big-endian float64 (OpenNPY; ReadNPY converts it)":        "OpenNPY maps, and big-endian data cannot be shared with a little-endian consumer; ReadNPY reads it, converted",
+	"npy/header says 2 elements, data holds 3":                     "np.load reads the first 2 elements and ignores the rest; refused, as the file is not the array its header describes (a file written over, or appended to)",
+	"safetensors/header does not start with '{'":                   "the safetensors crate skips JSON whitespace; the format's definition requires the header to start with '{'",
+	"safetensors/repeated name":                                    "the safetensors crate's JSON map keeps the last entry of a name; refused, as one of the two tensors would be hidden",
+	"safetensors/sub-byte dtype F4":                                "safetensors reads the sub-byte F4 and F6 types; this package does not (DLPack's packing of sub-byte types is not the file's)",
+	"npz/deflated member claiming 1 TB":                            "zipfile inflates until the stream ends, whatever the member claims; refused before inflating, as the claim is more than deflate can expand the member to (the bound on decompression bombs)",
+	"npz/bzip2 member claiming 4 GB":                               "zipfile decompresses until the stream ends, whatever the member claims; refused before decompressing, as the claim is more than bzip2 can expand the member to",
+	"npz/LZMA member of 89 bytes claiming 4 GB":                    "zipfile decompresses until the stream ends, whatever the member claims; refused before decompressing, as the claim is more than LZMA can expand the member to",
+	"npz/local header method differs from the central directory's": "zipfile follows the central directory and ignores the local header's method; refused, as the member's two headers disagree",
+	"npz/local header CRC differs from the central directory's":    "zipfile follows the central directory and ignores the local header's CRC-32; refused, as the member's two headers disagree",
+	"npz/local header size differs from the central directory's":   "zipfile follows the central directory and ignores the local header's sizes; refused, as the member's two headers disagree",
+	"npz/two members named a.npy":                                  "zipfile keeps the last entry of a name, so np.load reads the last member; refused, as one of the two would be hidden",
+}
+
+// twoNamed is an archive of two stored members both named a.npy, of
+// different arrays.
+func twoNamed() []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, m := range [][]byte{member3(), npyBytes("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", []byte{7, 9})} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: "a.npy", Method: zip.Store})
+		if err != nil {
+			panic(err)
+		}
+		w.Write(m)
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
 }
 
 // bzip2Bomb is testdata/npz/bzip2.npz (written by zipfile) with its first
@@ -356,13 +404,28 @@ read outside the file. .npy rows are checked with both ` + "`OpenNPY`" + ` and
 ` + "`ReadNPY`" + ` (except the big-endian row, which ` + "`ReadNPY`" + ` converts). Regenerate
 with ` + "`UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile`" + `
 
+The reference reader column says what the format's reference reader
+(np.load, every member of an .npz read; safetensors.deserialize) makes
+of the same file: most it refuses too; where it reads the file, the
+column says how, and why this package refuses it. ` + "`TestPeersRejects`" + `
+(` + "`make files`" + `) holds the column to the readers of the pinned venv.
+
 Files written by the peers themselves (NumPy, safetensors, zipfile,
 pyarrow), valid and hostile, with what their reference readers and this
 package make of each, are the conformance corpus:
 [conformance.md](conformance.md).
 
 `)
-	fmt.Fprintf(&b, "%d files.\n\n| # | format | file | sentinel | message |\n|---|---|---|---|---|\n", len(badFiles))
+	reads := 0
+	for _, c := range badFiles {
+		if peerReads[c.format+"/"+c.what] != "" {
+			reads++
+		}
+	}
+	if reads != len(peerReads) {
+		t.Errorf("%d entries of peerReads, %d of them name a file of the catalogue", len(peerReads), reads)
+	}
+	fmt.Fprintf(&b, "%d files; the reference reader reads %d of them.\n\n| # | format | file | sentinel | message | reference reader |\n|---|---|---|---|---|---|\n", len(badFiles), reads)
 	for i, c := range badFiles {
 		err := openAs(t, c)
 		if err == nil {
@@ -383,7 +446,11 @@ package make of each, are the conformance corpus:
 			}
 		}
 		msg := strings.ReplaceAll(err.Error(), "|", `\|`)
-		fmt.Fprintf(&b, "| %d | %s | %s | `%s` | %s |\n", i+1, c.format, c.what, name, msg)
+		peer := "raises"
+		if why := peerReads[c.format+"/"+c.what]; why != "" {
+			peer = "**reads it**: " + strings.ReplaceAll(why, "|", `\|`)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | `%s` | %s | %s |\n", i+1, c.format, c.what, name, msg, peer)
 	}
 	const path = "../docs/rejects-files.md"
 	if os.Getenv("UPDATE_DOCS") != "" {
@@ -396,4 +463,44 @@ package make of each, are the conformance corpus:
 	if err != nil || string(old) != b.String() {
 		t.Errorf("%s is not current (err %v): run UPDATE_DOCS=1 go test -run TestRejectsCatalogueIsCurrent ./tensorfile", path, err)
 	}
+}
+
+// TestPeersRejects reads every file of the catalogue with its format's
+// reference reader (peers.py judge: np.load, every member of an .npz
+// read; safetensors.deserialize): the files peerReads lists it must
+// read, every other one it must refuse, so the catalogue's reference
+// reader column is true of the pinned peers.
+func TestPeersRejects(t *testing.T) {
+	python(t)
+	dir := t.TempDir()
+	list := make([][2]string, len(badFiles))
+	for i, c := range badFiles {
+		list[i] = [2]string{fmt.Sprintf("%d.%s", i+1, c.format), c.format}
+		if err := os.WriteFile(filepath.Join(dir, list[i][0]), c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, _ := json.Marshal(list)
+	if err := os.WriteFile(filepath.Join(dir, "judge.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(runPython(t, "testdata/peers.py", "judge", dir)), &got); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	for i, c := range badFiles {
+		verdict, listed := got[list[i][0]], peerReads[c.format+"/"+c.what] != ""
+		switch {
+		case verdict == "":
+			t.Errorf("%s %s: no verdict", c.format, c.what)
+		case listed && verdict != "reads":
+			t.Errorf("%s %s: listed as read by the reference reader, which %s", c.format, c.what, verdict)
+		case !listed && verdict == "reads":
+			t.Errorf("%s %s: the reference reader reads it: list it in peerReads, with why it is refused", c.format, c.what)
+		case listed:
+			reads++
+		}
+	}
+	t.Logf("%d files of the catalogue: the reference readers read the %d listed as read, and refuse the others", len(badFiles), reads)
 }

@@ -2,16 +2,16 @@ package tensorfile
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"io"
+	"math/bits"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/godlpack/dlpack"
 )
@@ -20,191 +20,299 @@ import (
 // the reference implementation's limit).
 const MaxSafetensorsHeader = 100_000_000
 
-// stEntry is one tensor of a parsed safetensors header.
-type stEntry struct {
-	name       string
-	dtype      dlpack.DataType
-	shape      []int64
-	strides    []int64
-	begin, end int64 // in the data section
-}
+// stChunk is how much of a safetensors header is read at a time.
+const stChunk = 64 << 10
 
+// stHeader is a parsed safetensors header.
 type stHeader struct {
-	entries  []stEntry // sorted by offset
+	tensors  []*Tensor // sorted by offset (Tensor.off, in the file); no File yet
 	meta     map[string]string
 	dataBase int64 // 8 + header length
 }
 
-// safetensorsJSON checks the 8-byte length of a safetensors header and
-// returns the JSON object it frames: in the file, under the size limit,
-// starting with '{', valid UTF-8.
-func safetensorsJSON(b []byte, size int64) ([]byte, error) {
-	if len(b) < 8 || size < 8 {
+// parseSafetensors parses and validates the header of a safetensors file
+// of size bytes read through r: a little-endian u64 length N, N bytes of
+// JSON {name: {"dtype", "shape", "data_offsets": [begin, end]},
+// "__metadata__": {str: str}} starting with '{', in UTF-8, then the data.
+// Like the reference implementation it requires the tensors to tile the
+// data section exactly, in any order.
+//
+// The header is read chunk bytes at a time and never held whole (see
+// stScanner): what stays is what the File keeps, the tensors, their
+// names (copied into shared blocks, stArena) and shapes (dimArena), and
+// names are checked unique with a table of indices (stNames), not a map
+// of strings; so parsing a header of N bytes takes well under 2N bytes
+// (TestSafetensorsHeaderMemory).
+func parseSafetensors(r io.ReaderAt, size int64, chunk int) (*stHeader, error) {
+	var pre [8]byte
+	if size < 8 {
 		return nil, fieldErr(ErrTruncated, "file size", size, "shorter than the 8-byte header length")
 	}
-	n := binary.LittleEndian.Uint64(b)
+	if _, err := r.ReadAt(pre[:], 0); err != nil {
+		return nil, fieldErr(ErrTruncated, "header length", "unread", err.Error())
+	}
+	n := binary.LittleEndian.Uint64(pre[:])
 	if n > MaxSafetensorsHeader {
 		return nil, fieldErr(ErrFormat, "header length", n, "over the 100 MB limit")
 	}
-	if n > uint64(size-8) || n > uint64(len(b)-8) {
+	if n > uint64(size-8) {
 		return nil, fieldErr(ErrTruncated, "header length", n, fmt.Sprintf("past the end of the file (%d bytes)", size))
 	}
-	hdr := b[8 : 8+n]
-	if len(hdr) == 0 || hdr[0] != '{' {
-		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr), " "), 40)), "must be a JSON object starting with '{'")
+	sc := newScanner(r, 8, int(n), chunk)
+	if !sc.has() || sc.b[0] != '{' {
+		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", sc.rest(40)), "must be a JSON object starting with '{'")
 	}
-	if !utf8.Valid(hdr) {
-		return nil, fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
-	}
-	return hdr, nil
-}
-
-// parseSafetensors parses and validates the header of a safetensors file
-// of size bytes whose first bytes are b (at least 8 + N of them; the data
-// section's size is checked against the offsets): a little-endian u64 length N, N bytes of JSON
-// {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
-// {str: str}}, then the data. Like the reference implementation it
-// requires the tensors to tile the data section exactly, in any order.
-func parseSafetensors(b []byte, size int64) (*stHeader, error) {
-	hdr, err := safetensorsJSON(b, size)
-	if err != nil {
-		return nil, err
-	}
-	h := &stHeader{dataBase: 8 + int64(len(hdr))}
-	// Names are substrings of one copy of the header (one allocation,
-	// not one per tensor), unless they hold escapes.
-	sc := &stScanner{b: hdr, s: string(hdr)}
-	// One '{' per entry as a rule (a fast count), bounded by the shortest
-	// entry's size should strings hold braces.
-	n := min(bytes.Count(hdr, []byte{'{'}), len(hdr)/48)
-	seen := make(map[string]bool, n+1)
-	h.entries = make([]stEntry, 0, n)
-	var dims dimArena
-	err = sc.object(func(key []byte) error {
-		name := sc.text(key)
-		if seen[name] {
-			return fieldErr(ErrFormat, "header", name, "the name appears twice")
-		}
-		seen[name] = true
-		if name == "__metadata__" {
+	h := &stHeader{dataBase: 8 + int64(n)}
+	var (
+		slab    stSlab
+		names   stNames
+		arena   stArena
+		dims    dimArena
+		hasMeta bool
+	)
+	err := sc.members(true, func(key []byte) error {
+		if string(key) == "__metadata__" {
+			if hasMeta {
+				return fieldErr(ErrFormat, "header", "__metadata__", "the name appears twice")
+			}
+			hasMeta = true
 			m, err := sc.metadata()
 			h.meta = m
 			return err
 		}
-		e, err := sc.entry(name, &dims)
-		h.entries = append(h.entries, e)
-		return err
+		t := slab.next()
+		t.name = arena.add(key)
+		if names.add(&slab) {
+			return fieldErr(ErrFormat, "header", t.name, "the name appears twice")
+		}
+		return sc.entry(t, &dims, h.dataBase)
 	})
 	if err != nil {
-		return nil, inString(err, "tensor name")
+		return nil, sc.finish(inString(err, "tensor name"))
 	}
-	if sc.ws(); sc.i != len(hdr) {
-		return nil, fieldErr(ErrFormat, "header", fmt.Sprintf("%q", truncate(strings.TrimRight(string(hdr[sc.i:]), " "), 40)), "text after the JSON object")
+	if sc.ws(); sc.has() {
+		err := fieldErr(ErrFormat, "header", fmt.Sprintf("%q", sc.rest(40)), "text after the JSON object")
+		return nil, sc.finish(err)
 	}
-	return h, h.checkOffsets(size - h.dataBase)
+	if err := sc.finish(nil); err != nil {
+		return nil, err
+	}
+	h.tensors = slab.pointers()
+	return h, checkOffsets(h.tensors, h.dataBase, size)
 }
 
-// dimArena hands out the shapes and strides of a header's entries from
-// shared blocks: one allocation per few thousand tensors, not two each.
-type dimArena struct{ buf []int64 }
+// stSlab holds the tensors of a header, in the order it lists them, in
+// blocks of 8, 16, ... 1024 tensors, then 1024 at a time: an allocation
+// per thousand tensors, and none to move as the list grows.
+type stSlab struct {
+	blocks [][]Tensor
+	n      int
+}
+
+// next returns a new zero tensor, the n-th.
+func (s *stSlab) next() *Tensor {
+	if len(s.blocks) == 0 || len(s.blocks[len(s.blocks)-1]) == cap(s.blocks[len(s.blocks)-1]) {
+		s.blocks = append(s.blocks, make([]Tensor, 0, 8<<min(len(s.blocks), 7)))
+	}
+	b := &s.blocks[len(s.blocks)-1]
+	*b = append(*b, Tensor{})
+	s.n++
+	return &(*b)[len(*b)-1]
+}
+
+// at returns the i-th tensor.
+func (s *stSlab) at(i int) *Tensor {
+	const small = 8 * (1<<8 - 1) // the tensors of the first 8 blocks
+	if i < small {
+		k := bits.Len(uint(i/8+1)) - 1
+		return &s.blocks[k][i-8*(1<<k-1)]
+	}
+	return &s.blocks[8+(i-small)/1024][(i-small)%1024]
+}
+
+// pointers lists the tensors.
+func (s *stSlab) pointers() []*Tensor {
+	ts := make([]*Tensor, 0, s.n)
+	for _, b := range s.blocks {
+		for i := range b {
+			ts = append(ts, &b[i])
+		}
+	}
+	return ts
+}
+
+// stArena holds the names of a header's tensors in shared blocks (of
+// 256 bytes, doubling up to 64 KiB): one allocation per many names, not
+// one each, and none of the header kept.
+type stArena struct{ block []byte }
+
+// add returns b as a string, copied into the current block.
+func (a *stArena) add(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > 4<<10 { // a long name has a block of its own
+		return string(b)
+	}
+	if cap(a.block)-len(a.block) < len(b) {
+		a.block = make([]byte, 0, min(max(2*cap(a.block), 256), 64<<10))
+	}
+	start := len(a.block)
+	a.block = append(a.block, b...) // only past what earlier strings hold
+	return unsafe.String(&a.block[start], len(b))
+}
+
+// stNames tells whether a header names a tensor twice: an open-addressed
+// table of indices into the tensors, 4 bytes a slot and at least a
+// quarter of them empty, where a map of strings would take several times
+// that for each name.
+type stNames struct {
+	slots []uint32 // index + 1; 0 is empty
+	n     int
+	seed  maphash.Seed
+}
+
+// add records the last tensor of slab and reports whether another one
+// has its name.
+func (s *stNames) add(slab *stSlab) (dup bool) {
+	if 4*(s.n+1) > 3*len(s.slots) {
+		s.grow(slab)
+	}
+	if s.find(slab, slab.n-1) {
+		return true
+	}
+	s.n++
+	return false
+}
+
+// find looks up the name of the i-th tensor among those recorded, and
+// records i when it is not there.
+func (s *stNames) find(slab *stSlab, i int) bool {
+	name := slab.at(i).name
+	mask := uint64(len(s.slots) - 1)
+	for k := maphash.String(s.seed, name) & mask; ; k = (k + 1) & mask {
+		switch j := s.slots[k]; {
+		case j == 0:
+			s.slots[k] = uint32(i) + 1
+			return false
+		case slab.at(int(j)-1).name == name:
+			return true
+		}
+	}
+}
+
+// grow doubles the table and records again the tensors before the last.
+func (s *stNames) grow(slab *stSlab) {
+	if s.slots == nil {
+		s.seed = maphash.MakeSeed()
+	}
+	s.slots = make([]uint32, max(16, 2*len(s.slots)))
+	for i := range slab.n - 1 {
+		s.find(slab, i)
+	}
+}
+
+// dimArena hands out the shapes of a header's entries from shared
+// blocks (of 32 dimensions, doubling up to 4096): one allocation per
+// thousand tensors, not one each.
+type dimArena struct {
+	buf  []int64
+	size int // of the last block
+}
 
 // take returns n zeroed int64s (never nil) that no other take returns.
 func (a *dimArena) take(n int) []int64 {
 	if len(a.buf) < n || a.buf == nil {
-		a.buf = make([]int64, max(n, 4096))
+		a.size = min(max(2*a.size, 32), 4096)
+		a.buf = make([]int64, max(n, a.size))
 	}
 	s := a.buf[:n:n]
 	a.buf = a.buf[n:]
 	return s
 }
 
-func checkEntry(name string, dtype *string, shape []uint64, offs []uint64) (stEntry, error) {
-	var dt string
-	if dtype != nil {
-		dt = *dtype
-	}
-	return checkEntryIn(new(dimArena), name, dt, dtype != nil, shape, offs)
-}
-
-// checkEntryIn checks one entry of a header (hasDType says whether
-// "dtype" was given, shape and offs are nil when absent), taking its
-// shape and strides from dims.
-func checkEntryIn(dims *dimArena, name string, dtype string, hasDType bool, shape []uint64, offs []uint64) (stEntry, error) {
+// checkEntry checks one entry of a header whose data section starts at
+// dataBase (hasDType says whether "dtype" was given; shape and offs are
+// nil when absent) and fills t's type, shape (taken from dims), size and
+// offset in the file.
+func checkEntry(t *Tensor, dims *dimArena, dataBase int64, dtype string, hasDType bool, shape []uint64, offs []uint64) error {
 	// Field names are built only for errors: headers list thousands.
-	field := func(suffix string) string { return strconv.Quote(name) + suffix }
-	e := stEntry{name: name}
+	field := func(suffix string) string { return strconv.Quote(t.name) + suffix }
 	if !hasDType || shape == nil || offs == nil {
-		return e, fieldErr(ErrFormat, field(""), "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
+		return fieldErr(ErrFormat, field(""), "incomplete", "needs \"dtype\", \"shape\" and \"data_offsets\"")
 	}
 	dt, ok := safetensorsTypes[dtype]
 	if !ok {
-		return e, badSafetensorsDType(field(".dtype"), dtype)
+		return badSafetensorsDType(field(".dtype"), dtype)
 	}
-	e.dtype = dt
+	t.dtype = dt
 	if len(offs) != 2 {
-		return e, fieldErr(ErrFormat, field(".data_offsets"), offs, "must be [begin, end]")
+		return fieldErr(ErrFormat, field(".data_offsets"), offs, "must be [begin, end]")
 	}
 	for _, o := range offs {
 		if o > 1<<63-1 {
-			return e, fieldErr(ErrTruncated, field(".data_offsets"), offs, "offsets must be non-negative integers inside the file")
+			return fieldErr(ErrTruncated, field(".data_offsets"), offs, "offsets must be non-negative integers inside the file")
 		}
 	}
-	e.begin, e.end = int64(offs[0]), int64(offs[1])
+	begin, end := int64(offs[0]), int64(offs[1])
 	if len(shape) > dlpack.MaxNDim {
-		return e, fieldErr(ErrLayout, field(".shape"), len(shape), "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
+		return fieldErr(ErrLayout, field(".shape"), len(shape), "more than "+strconv.Itoa(dlpack.MaxNDim)+" dimensions")
 	}
-	both := dims.take(2 * len(shape))
-	e.shape = both[:len(shape):len(shape)]
+	t.dims = dims.take(len(shape))
+	t.ndim = uint8(len(shape))
 	for i, d := range shape {
 		if d > 1<<63-1 {
-			return e, fieldErr(ErrLayout, field(".shape"), shape, "dimension overflows int64")
+			return fieldErr(ErrLayout, field(".shape"), shape, "dimension overflows int64")
 		}
-		e.shape[i] = int64(d)
+		t.dims[i] = int64(d)
 	}
-	nbytes, strides, err := layoutInto("shape", e.shape, dt.ItemSize(), false, both[len(shape):])
+	var scratch [dlpack.MaxNDim]int64 // the strides: row-major, not kept
+	nbytes, _, err := layoutInto("shape", t.dims, dt.ItemSize(), false, scratch[:len(shape)])
 	if err != nil {
-		return e, renamed(err, field(".shape"))
+		return renamed(err, field(".shape"))
 	}
-	e.strides = strides
-	if e.end < e.begin {
-		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, "end before begin")
+	if end < begin {
+		return fieldErr(ErrLayout, field(".data_offsets"), offs, "end before begin")
 	}
-	if e.end-e.begin != nbytes {
-		return e, fieldErr(ErrLayout, field(".data_offsets"), offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", e.end-e.begin, e.shape, dt, nbytes))
+	if end-begin != nbytes {
+		return fieldErr(ErrLayout, field(".data_offsets"), offs, fmt.Sprintf("%d bytes, but shape %v of %v needs %d", end-begin, t.dims, dt, nbytes))
 	}
-	return e, nil
+	if begin > 1<<62 {
+		return fieldErr(ErrTruncated, field(".data_offsets"), offs, "offsets must be non-negative integers inside the file")
+	}
+	t.nbytes, t.off = nbytes, dataBase+begin
+	return nil
 }
 
-// checkOffsets sorts the entries by offset and requires them to tile the
-// data section [0, size) exactly: no gap, no overlap, nothing past the end.
-func (h *stHeader) checkOffsets(size int64) error {
-	byOffset := func(a, b stEntry) int {
-		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), cmp.Compare(a.name, b.name))
+// checkOffsets sorts the tensors by offset and requires them to tile the
+// data section, from dataBase to the end of the file of size bytes,
+// exactly: no gap, no overlap, nothing past the end.
+func checkOffsets(ts []*Tensor, dataBase, size int64) error {
+	byOffset := func(a, b *Tensor) int {
+		return cmp.Or(cmp.Compare(a.off, b.off), cmp.Compare(a.nbytes, b.nbytes), cmp.Compare(a.name, b.name))
 	}
-	if !slices.IsSortedFunc(h.entries, byOffset) { // writers list them in order
-		slices.SortStableFunc(h.entries, byOffset)
+	if !slices.IsSortedFunc(ts, byOffset) { // writers list them in order
+		slices.SortStableFunc(ts, byOffset)
 	}
-	at := int64(0)
-	for _, e := range h.entries {
-		if e.end <= size && e.begin == at {
-			at = e.end
+	at, data := int64(0), size-dataBase
+	for _, t := range ts {
+		begin, end := t.off-dataBase, t.off-dataBase+t.nbytes
+		if end <= data && begin == at {
+			at = end
 			continue
 		}
-		field := strconv.Quote(e.name) + ".data_offsets"
-		if e.end > size {
-			return fieldErr(ErrTruncated, field, []int64{e.begin, e.end}, fmt.Sprintf("past the end of the data (%d bytes)", size))
+		field := strconv.Quote(t.name) + ".data_offsets"
+		if end > data {
+			return fieldErr(ErrTruncated, field, []int64{begin, end}, fmt.Sprintf("past the end of the data (%d bytes)", data))
 		}
-		if e.begin != at {
-			why := "overlaps the tensor before it"
-			if e.begin > at {
-				why = fmt.Sprintf("leaves a gap of %d bytes after offset %d", e.begin-at, at)
-			}
-			return fieldErr(ErrLayout, field, []int64{e.begin, e.end}, why)
+		why := "overlaps the tensor before it"
+		if begin > at {
+			why = fmt.Sprintf("leaves a gap of %d bytes after offset %d", begin-at, at)
 		}
-		at = e.end
+		return fieldErr(ErrLayout, field, []int64{begin, end}, why)
 	}
-	if at != size {
-		return fieldErr(ErrTruncated, "data", size, fmt.Sprintf("the tensors cover %d bytes of the %d-byte data section", at, size))
+	if at != data {
+		return fieldErr(ErrTruncated, "data", data, fmt.Sprintf("the tensors cover %d bytes of the %d-byte data section", at, data))
 	}
 	return nil
 }
@@ -234,51 +342,36 @@ func OpenSafetensors(path string, opts ...Option) (*File, error) {
 }
 
 func (f *File) loadSafetensors(fd io.ReaderAt, size int64) error {
-	b, err := readPrefix(fd, 8, size)
-	if err != nil {
-		return err
-	}
-	if len(b) == 8 {
-		if n := binary.LittleEndian.Uint64(b); n <= MaxSafetensorsHeader && n <= uint64(size-8) {
-			if b, err = readPrefix(fd, 8+int64(n), size); err != nil {
-				return err
-			}
-		}
-	}
-	h, err := parseSafetensors(b, size)
+	h, err := parseSafetensors(fd, size, stChunk)
 	if err != nil {
 		return err
 	}
 	f.meta = h.meta
-	f.tensors = make([]*Tensor, 0, len(h.entries))
-	slab := make([]Tensor, len(h.entries)) // one allocation for all
-	for i, e := range h.entries {
-		t := &slab[i]
-		*t = Tensor{file: f, name: e.name, dtype: e.dtype, shape: e.shape, strides: e.strides, nbytes: e.end - e.begin, readOnly: !f.writable}
-		switch off := h.dataBase + e.begin; {
-		case t.nbytes == 0:
-		case off%int64(e.dtype.Alignment()) == 0:
-			t.data = f.m.at(off)
-		case f.writable:
-			return fieldErr(ErrLayout, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end},
-				fmt.Sprintf("file offset %d is misaligned for %v: a copy would not write to the file", off, e.dtype))
-		default:
-			// A file whose header is not padded to 8 bytes (written
-			// before the reference implementation padded it):
-			// consumers need aligned elements, so this tensor is read
-			// into a Buffer, as a misaligned .npz member is.
-			buf, err := dlpack.NewBuffer[uint8]([]int64{t.nbytes})
-			if err != nil {
-				return err
-			}
-			f.bufs = append(f.bufs, buf)
-			if _, err := fd.ReadAt(buf.Data(), off); err != nil {
-				return fieldErr(ErrTruncated, fmt.Sprintf("%q.data_offsets", e.name), []int64{e.begin, e.end}, err.Error())
-			}
-			t.buf = buf
+	for _, t := range h.tensors {
+		t.file, t.readOnly = f, !f.writable
+		if t.nbytes == 0 || t.off%int64(t.dtype.Alignment()) == 0 {
+			continue
 		}
-		f.tensors = append(f.tensors, t) // names are unique: parseSafetensors checked
+		begin := t.off - h.dataBase
+		if f.writable {
+			return fieldErr(ErrLayout, fmt.Sprintf("%q.data_offsets", t.name), []int64{begin, begin + t.nbytes},
+				fmt.Sprintf("file offset %d is misaligned for %v: a copy would not write to the file", t.off, t.dtype))
+		}
+		// A file whose header is not padded to 8 bytes (written before
+		// the reference implementation padded it): consumers need
+		// aligned elements, so this tensor is read into a Buffer, as a
+		// misaligned .npz member is.
+		buf, err := dlpack.NewBuffer[uint8]([]int64{t.nbytes})
+		if err != nil {
+			return err
+		}
+		f.bufs = append(f.bufs, buf)
+		if _, err := fd.ReadAt(buf.Data(), t.off); err != nil {
+			return fieldErr(ErrTruncated, fmt.Sprintf("%q.data_offsets", t.name), []int64{begin, begin + t.nbytes}, err.Error())
+		}
+		t.extra().buf = buf
 	}
+	f.tensors = h.tensors // names are unique: parseSafetensors checked
 	return nil
 }
 
@@ -309,109 +402,44 @@ type Named struct {
 // WriteSafetensors writes tensors (any strides, any of the dtypes
 // OpenSafetensors reads; the one-byte types without a Go element type are
 // written as their bytes) and metadata (may be nil) to w
-// as a safetensors file, laid out as the reference implementation does:
-// tensors sorted by decreasing item size, then name, so each is aligned
-// for its type; the JSON header lists __metadata__ first, then the tensors
-// in data order, and is padded with spaces to a multiple of 8 bytes. Each
-// tensor is taken with dlpack.From and released before WriteSafetensors
-// returns. Names and metadata must be valid UTF-8 (ErrFormat otherwise).
+// as a safetensors file, byte for byte as the reference writer (Python's
+// safetensors, its Rust crate) writes the same tensors: tensors sorted by
+// decreasing dtype in the crate's order (by alignment), then by name, so
+// each is aligned for its type; the JSON header lists __metadata__ first
+// (its keys sorted; the crate's order is its hash map's), then the tensors
+// in data order, strings escaped as serde_json escapes them, and is padded
+// with spaces to a multiple of 8 bytes. Each tensor is taken with
+// dlpack.From and released before WriteSafetensors returns. Names and
+// metadata must be valid UTF-8, names unique and not "__metadata__", and
+// the header no longer than MaxSafetensorsHeader (ErrFormat otherwise):
+// nothing is written unless OpenSafetensors can read it back.
 func WriteSafetensors(w io.Writer, tensors []Named, metadata map[string]string) error {
-	type item struct {
-		name  string
-		f     dlpack.Foreign
-		dtype string
-		size  int
-	}
-	items := make([]item, 0, len(tensors))
+	srcs := make([]dlpack.Foreign, 0, len(tensors))
 	defer func() {
-		for _, it := range items {
-			it.f.Close()
+		for _, f := range srcs {
+			f.Close()
 		}
 	}()
-	if err := checkText(metadata); err != nil {
-		return err
-	}
-	seen := map[string]bool{"__metadata__": true}
-	for _, nt := range tensors {
-		if seen[nt.Name] {
-			return fieldErr(ErrFormat, "name", nt.Name, "repeated or reserved")
-		}
-		if !utf8.ValidString(nt.Name) {
-			return fieldErr(ErrFormat, "name", strconv.Quote(nt.Name), notUTF8)
-		}
-		seen[nt.Name] = true
+	specs := make([]stTensor, len(tensors))
+	for i, nt := range tensors {
 		f, err := dlpack.From(nt.Tensor)
 		if err != nil {
 			return err
 		}
-		items = append(items, item{name: nt.Name, f: f})
-		it := &items[len(items)-1]
-		if it.dtype, err = safetensorsName(f.DataType()); err != nil {
-			return err
-		}
+		srcs = append(srcs, f)
 		if err := checkSource(f); err != nil {
 			return err
 		}
-		it.size = f.DataType().ItemSize()
+		specs[i] = stTensor{name: nt.Name, dtype: f.DataType(), shape: f.Shape()}
 	}
-	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.name, b.name))
-	})
-	var hdr bytes.Buffer
-	enc := json.NewEncoder(&hdr)
-	enc.SetEscapeHTML(false)
-	str := func(s string) {
-		enc.Encode(s)
-		hdr.Truncate(hdr.Len() - 1) // Encode's newline
-	}
-	hdr.WriteByte('{')
-	if metadata != nil {
-		keys := slices.Sorted(func(yield func(string) bool) {
-			for k := range metadata {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		hdr.WriteString(`"__metadata__":{`)
-		for i, k := range keys {
-			if i > 0 {
-				hdr.WriteByte(',')
-			}
-			str(k)
-			hdr.WriteByte(':')
-			str(metadata[k])
-		}
-		hdr.WriteByte('}')
-	}
-	off := int64(0)
-	for i, it := range items {
-		if i > 0 || metadata != nil {
-			hdr.WriteByte(',')
-		}
-		str(it.name)
-		fmt.Fprintf(&hdr, `:{"dtype":"%s","shape":[`, it.dtype)
-		for j, d := range it.f.Shape() {
-			if j > 0 {
-				hdr.WriteByte(',')
-			}
-			hdr.WriteString(strconv.FormatInt(d, 10))
-		}
-		nb := it.f.Len() * int64(it.size)
-		fmt.Fprintf(&hdr, `],"data_offsets":[%d,%d]}`, off, off+nb)
-		off += nb
-	}
-	hdr.WriteByte('}')
-	for hdr.Len()%8 != 0 {
-		hdr.WriteByte(' ')
+	lay, err := layoutSafetensors(specs, metadata, 8)
+	if err != nil {
+		return err
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	var n [8]byte
-	binary.LittleEndian.PutUint64(n[:], uint64(hdr.Len()))
-	bw.Write(n[:])
-	bw.Write(hdr.Bytes())
-	for _, it := range items {
-		if err := writeElements(bw, it.f); err != nil {
+	bw.Write(lay.head)
+	for _, i := range lay.order {
+		if err := writeElements(bw, srcs[i]); err != nil {
 			return err
 		}
 	}

@@ -19,16 +19,19 @@ func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
 	if err := t.checkCRC(); err != nil {
 		return err
 	}
-	if t.buf != nil {
-		if err := t.buf.DescribeTensor(d); err != nil {
+	if buf := t.buf(); buf != nil {
+		if err := buf.DescribeTensor(d); err != nil {
 			return err
 		}
 		d.Copied = true
 	} else {
 		f.m.refs.Add(1) // the File's own reference is held: never from zero
-		*d = dlpack.Description{Data: t.data, Size: uintptr(t.nbytes), Owner: f.m}
+		*d = dlpack.Description{Size: uintptr(t.nbytes), Owner: f.m}
+		if t.nbytes > 0 {
+			d.Data = t.data()
+		}
 	}
-	d.DType, d.Shape, d.Strides = t.dtype, t.shape, t.strides
+	d.DType, d.Shape, d.Strides = t.dtype, t.shape(), t.strides()
 	d.Device = dlpack.CPUDevice
 	d.ReadOnly = t.readOnly
 	return nil

@@ -2,7 +2,9 @@ package tensorfile
 
 import (
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -14,31 +16,166 @@ import (
 // times longer on the headers of real model files, which list hundreds or
 // thousands of tensors). Like the reference implementation it ignores
 // unknown fields of a tensor's entry.
+//
+// It holds a window of the header, not the whole of it: b is the header
+// from byte base on, read from r chunk bytes at a time as the scanner
+// needs them (more), and release drops what was read before a top-level
+// member, so the window holds about one member and one chunk, whatever
+// the header's size. Growing b keeps every index into it (and every
+// slice of it) valid; only release moves them, and it is called only
+// between members. Every byte read is checked for UTF-8 (utf8).
 type stScanner struct {
-	b []byte
-	i int
-	s string // b as a string, when set: text returns substrings of it
+	b     []byte
+	i     int
+	base  int         // the header offset of b[0]
+	r     io.ReaderAt // the header's source
+	at    int64       // the offset in r of the header's first byte
+	n     int         // the header's length
+	chunk int
+	rerr  error // a read error, which ended the header early
+	utf8  utf8Stream
 
-	raw   int      // where strBytes' last result starts in b; -1 if it was unescaped into a copy
 	shape []uint64 // scratch for entry's "shape"
 	offs  []uint64 // and "data_offsets"
 }
 
-// text returns v, the last result of strBytes, as a string: a substring
-// of s when v is a slice of the header, else a copy.
-func (s *stScanner) text(v []byte) string {
-	if s.raw >= 0 && len(s.s) == len(s.b) {
-		return s.s[s.raw : s.raw+len(v)]
-	}
-	return string(v)
+// newScanner reads the header of n bytes at offset at of r, chunk bytes
+// at a time.
+func newScanner(r io.ReaderAt, at int64, n, chunk int) *stScanner {
+	chunk = max(chunk, 1)
+	return &stScanner{r: r, at: at, n: n, chunk: chunk, b: make([]byte, 0, min(n, chunk))}
 }
 
+// more reads the next chunk of the header into the window, growing it
+// when full, and reports whether there was any.
+func (s *stScanner) more() bool {
+	read := s.base + len(s.b)
+	if read == s.n || s.rerr != nil {
+		return false
+	}
+	if len(s.b) == cap(s.b) {
+		nb := make([]byte, len(s.b), min(max(2*cap(s.b), s.chunk), s.n-s.base))
+		copy(nb, s.b)
+		s.b = nb
+	}
+	p := s.b[len(s.b):min(cap(s.b), len(s.b)+s.chunk, len(s.b)+s.n-read)]
+	if k, err := s.r.ReadAt(p, s.at+int64(read)); k < len(p) {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		s.rerr = fieldErr(ErrTruncated, "header", fmt.Sprintf("bytes %d to %d", read, read+len(p)), "cannot be read: "+err.Error())
+		return false
+	}
+	s.utf8.feed(p)
+	s.b = s.b[:len(s.b)+len(p)]
+	return true
+}
+
+// has reports whether the window holds byte i, reading more if needed.
+func (s *stScanner) has() bool { return s.i < len(s.b) || s.more() }
+
+// avail reports whether the window holds k bytes from i, reading more if
+// needed.
+func (s *stScanner) avail(k int) bool {
+	for len(s.b)-s.i < k {
+		if !s.more() {
+			return false
+		}
+	}
+	return true
+}
+
+// release drops the bytes before i from the window, once they are more
+// than half of it: between top-level members, where nothing refers to
+// them.
+func (s *stScanner) release() {
+	if s.i < cap(s.b)/2 {
+		return
+	}
+	n := copy(s.b, s.b[s.i:])
+	s.b = s.b[:n]
+	s.base += s.i
+	s.i = 0
+}
+
+// finish reads what is left of the header, checking it for UTF-8 as the
+// whole header must be, and returns the error that stands: the header's
+// invalid UTF-8 first (wherever it is), then a read error, then err.
+func (s *stScanner) finish(err error) error {
+	for s.more() {
+		s.i = len(s.b)
+		s.release()
+	}
+	switch {
+	case !s.utf8.valid():
+		return fieldErr(ErrFormat, "header", "invalid UTF-8", "the JSON header must be UTF-8")
+	case s.rerr != nil:
+		return s.rerr
+	}
+	return err
+}
+
+// rest quotes the header from i to its end, trailing spaces dropped and
+// cut after n bytes ("..."), for errors. It reads the header to its end.
+func (s *stScanner) rest(n int) string {
+	s.avail(n)
+	head := string(s.b[s.i:min(len(s.b), s.i+n)])
+	s.i += len(head)
+	for ; s.has(); s.i++ {
+		if s.b[s.i] != ' ' {
+			return head + "..."
+		}
+		s.release()
+	}
+	return strings.TrimRight(head, " ")
+}
+
+// utf8Stream checks, chunk by chunk, that a text is UTF-8: a character
+// cut between two chunks is carried over to the next.
+type utf8Stream struct {
+	carry []byte
+	bad   bool
+}
+
+func (u *utf8Stream) feed(p []byte) {
+	for len(u.carry) > 0 && len(p) > 0 && !u.bad {
+		u.carry = append(u.carry, p[0])
+		p = p[1:]
+		if utf8.FullRune(u.carry) {
+			if r, n := utf8.DecodeRune(u.carry); (r == utf8.RuneError && n <= 1) || n != len(u.carry) {
+				u.bad = true
+			}
+			u.carry = u.carry[:0]
+		}
+	}
+	if u.bad || len(p) == 0 {
+		return
+	}
+	cut := len(p) // where a character the next chunk completes starts
+	for i := len(p) - 1; i >= 0 && i > len(p)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(p[i]) {
+			if !utf8.FullRune(p[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	if !utf8.Valid(p[:cut]) {
+		u.bad = true
+	}
+	u.carry = append(u.carry, p[cut:]...)
+}
+
+// valid reports whether everything fed was UTF-8, with no character cut
+// at the end.
+func (u *utf8Stream) valid() bool { return !u.bad && len(u.carry) == 0 }
+
 func (s *stScanner) err(why string) error {
-	return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %s", s.i, why))
+	return fieldErr(ErrFormat, "header", "invalid JSON", fmt.Sprintf("at byte %d: %s", s.base+s.i, why))
 }
 
 func (s *stScanner) ws() {
-	for s.i < len(s.b) {
+	for s.has() {
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':
 			s.i++
@@ -79,12 +216,11 @@ func (s *stScanner) strBytes() ([]byte, error) {
 	}
 	s.i++
 	start := s.i
-	for s.i < len(s.b) { // fast path: no escapes
+	for s.has() { // fast path: no escapes
 		c := s.b[s.i]
 		if c == '"' {
 			v := s.b[start:s.i]
 			s.i++
-			s.raw = start
 			return v, nil
 		}
 		if c == '\\' {
@@ -95,9 +231,8 @@ func (s *stScanner) strBytes() ([]byte, error) {
 		}
 		s.i++
 	}
-	s.raw = -1
 	buf := append([]byte(nil), s.b[start:s.i]...)
-	for s.i < len(s.b) {
+	for s.has() {
 		c := s.b[s.i]
 		switch {
 		case c == '"':
@@ -110,7 +245,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 			s.i++
 			continue
 		}
-		if s.i+1 >= len(s.b) {
+		if !s.avail(2) {
 			return nil, s.err("unterminated escape")
 		}
 		e := s.b[s.i+1]
@@ -140,7 +275,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 				// U+FFFD: another name than the file's.
 				at := s.i - 6
 				r2 := rune(-1)
-				if r < 0xdc00 && s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+				if r < 0xdc00 && s.avail(2) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
 					s.i += 2
 					if r2, ok = s.hex4(); !ok {
 						return nil, s.err("bad \\u escape")
@@ -148,7 +283,7 @@ func (s *stScanner) strBytes() ([]byte, error) {
 				}
 				d := utf16.DecodeRune(r, r2)
 				if d == utf8.RuneError {
-					return nil, fieldErr(ErrFormat, stringField, truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", at))
+					return nil, fieldErr(ErrFormat, stringField, truncate(string(s.b[start-1:min(s.i, at+12)]), 80), fmt.Sprintf("at byte %d: an unpaired UTF-16 surrogate escape (a high one, \\ud800-\\udbff, must be followed by a low one, \\udc00-\\udfff): it names no character", s.base+at))
 				}
 				r = d
 			}
@@ -175,7 +310,7 @@ func inString(err error, field string) error {
 }
 
 func (s *stScanner) hex4() (rune, bool) {
-	if s.i+4 > len(s.b) {
+	if !s.avail(4) {
 		return 0, false
 	}
 	v, err := strconv.ParseUint(string(s.b[s.i:s.i+4]), 16, 32)
@@ -189,31 +324,31 @@ func (s *stScanner) hex4() (rune, bool) {
 // number reads a JSON number (its text is what it passed over).
 func (s *stScanner) number() error {
 	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '-' {
+	if s.has() && s.b[s.i] == '-' {
 		s.i++
 	}
 	digits := func() int {
 		j := s.i
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		for s.has() && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
 			s.i++
 		}
 		return s.i - j
 	}
 	switch {
-	case s.i < len(s.b) && s.b[s.i] == '0':
+	case s.has() && s.b[s.i] == '0':
 		s.i++
 	case digits() == 0:
 		return s.err("expected a number")
 	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
+	if s.has() && s.b[s.i] == '.' {
 		s.i++
 		if digits() == 0 {
 			return s.err("bad number")
 		}
 	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+	if s.has() && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+		if s.has() && (s.b[s.i] == '+' || s.b[s.i] == '-') {
 			s.i++
 		}
 		if digits() == 0 {
@@ -227,7 +362,7 @@ func (s *stScanner) number() error {
 func (s *stScanner) literal() (string, error) {
 	s.ws()
 	for _, w := range []string{"true", "false", "null"} {
-		if len(s.b)-s.i >= len(w) && string(s.b[s.i:s.i+len(w)]) == w {
+		if s.avail(len(w)) && string(s.b[s.i:s.i+len(w)]) == w {
 			s.i += len(w)
 			return w, nil
 		}
@@ -290,8 +425,16 @@ func (s *stScanner) skip(depth int) error {
 }
 
 // object calls member for each key of an object (the scanner then at its
-// value); member must read the value.
+// value); member must read the value. key is a slice of the window,
+// valid until the next release.
 func (s *stScanner) object(member func(key []byte) error) error {
+	return s.members(false, member)
+}
+
+// members is object, releasing the window before each member when
+// release is set (the top-level object's, between which nothing refers
+// to the window).
+func (s *stScanner) members(release bool, member func(key []byte) error) error {
 	if err := s.expect('{'); err != nil {
 		return err
 	}
@@ -300,6 +443,10 @@ func (s *stScanner) object(member func(key []byte) error) error {
 		return nil
 	}
 	for {
+		if release {
+			s.ws()
+			s.release()
+		}
 		k, err := s.strBytes()
 		if err != nil {
 			return err
@@ -390,12 +537,13 @@ func (s *stScanner) metadata() (map[string]string, error) {
 	return m, inString(err, "__metadata__ key")
 }
 
-// entry reads one tensor's {"dtype", "shape", "data_offsets"}, its shape
-// and strides taken from dims.
-func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
-	field := func(suffix string) string { return strconv.Quote(name) + suffix }
+// entry reads one tensor's {"dtype", "shape", "data_offsets"} into t,
+// named already, its shape taken from dims, in a file whose data section
+// starts at dataBase.
+func (s *stScanner) entry(t *Tensor, dims *dimArena, dataBase int64) error {
+	field := func(suffix string) string { return strconv.Quote(t.name) + suffix }
 	if s.peek() != '{' {
-		return stEntry{}, fieldErr(ErrFormat, field(""), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}")
+		return fieldErr(ErrFormat, field(""), "invalid", "must be {\"dtype\", \"shape\", \"data_offsets\"}")
 	}
 	var dtype string
 	var hasDType bool
@@ -424,11 +572,11 @@ func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 			if err != nil {
 				return inString(err, field(".dtype"))
 			}
-			name, ok := safetensorsNames[string(v)] // interned: no allocation
+			dt, ok := safetensorsNames[string(v)] // interned: no allocation
 			if !ok {
-				name = string(v)
+				dt = string(v)
 			}
-			dtype, hasDType = name, true
+			dtype, hasDType = dt, true
 			return nil
 		case "shape":
 			v, bad, err := s.uints(s.shape)
@@ -459,9 +607,9 @@ func (s *stScanner) entry(name string, dims *dimArena) (stEntry, error) {
 		return nil
 	})
 	if err != nil {
-		return stEntry{}, inString(err, field(" key"))
+		return inString(err, field(" key"))
 	}
-	return checkEntryIn(dims, name, dtype, hasDType, shape, offs)
+	return checkEntry(t, dims, dataBase, dtype, hasDType, shape, offs)
 }
 
 func isDigits(s string) bool {

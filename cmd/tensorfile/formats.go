@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -110,7 +111,8 @@ type tensorSource interface {
 	dlpack.Producer
 }
 
-// entry is one tensor of an input file, or a column that is none (err).
+// entry is one tensor of an input file, or an Arrow column with no tensor
+// form (err, for which unsupported is true).
 type entry struct {
 	name    string
 	dtype   dlpack.DataType
@@ -183,8 +185,20 @@ func open(path string, f format, verify bool) (*input, error) {
 	return nil, usagef("unknown format %q", f)
 }
 
+// unsupported reports whether err, a column's, says only that the column
+// has no tensor form (its type, nulls, or bit-packed booleans): a column
+// that Arrow's readers read, which inspect lists as skipped and convert
+// --skip-unsupported leaves out. Any other error (ErrFormat, a buffer that
+// does not decompress or does not hold its column, ErrTruncated, ...)
+// means the file cannot be read as pyarrow's file reader reads it, and is
+// the file's error.
+func unsupported(err error) bool {
+	return errors.Is(err, dlarrow.ErrType) || errors.Is(err, dlarrow.ErrNulls) || errors.Is(err, dlarrow.ErrBitPacked)
+}
+
 // openArrow reads each column of each record batch as a tensor (see the
-// package doc for the one-row rule).
+// package doc for the one-row rule). A column with no tensor form is an
+// entry with its error; any other error of a column fails the open.
 func openArrow(in *input) (*input, error) {
 	af, err := dlarrow.OpenFile(in.path)
 	if err != nil {
@@ -212,6 +226,10 @@ func openArrow(in *input) (*input, error) {
 				name = fmt.Sprintf("%s[%d]", field.Name, b)
 			}
 			t, err := af.Column(b, c)
+			if err != nil && !unsupported(err) {
+				in.close()
+				return nil, err
+			}
 			if err != nil {
 				in.entries = append(in.entries, &entry{name: name, err: err})
 				continue

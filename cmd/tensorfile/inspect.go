@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -66,6 +67,11 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	// One buffered writer for the whole output: the table writer writes
+	// each cell on its own, a write call per cell on stdout otherwise.
+	// It is flushed before each error, so that on a terminal the errors
+	// and the tables come in the order of the files.
+	out := bufio.NewWriterSize(stdout, 64<<10)
 	report := jsonReport{Files: []jsonFile{}}
 	failed := false
 	for i, path := range files {
@@ -78,20 +84,26 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		if jf.Error != "" {
+			if err := out.Flush(); err != nil {
+				return err
+			}
 			fmt.Fprintln(stderr, jf.Error)
 			continue
 		}
 		if i > 0 {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(out)
 		}
-		printFile(stdout, jf)
+		printFile(out, jf)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(report); err != nil {
 			return err
 		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
 	}
 	if failed {
 		return errReported
@@ -100,7 +112,8 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 }
 
 // inspectFile opens one file and describes it; a file that cannot be read
-// has only Path and Error.
+// has only Path, Error and, when it is known (from the extension, --from
+// or the first bytes), Format.
 func inspectFile(path string, forced format, verify bool) jsonFile {
 	jf := jsonFile{Path: path, Metadata: map[string]string{}, Tensors: []jsonTensor{}}
 	f := forced
@@ -111,13 +124,13 @@ func inspectFile(path string, forced format, verify bool) jsonFile {
 			return jf
 		}
 	}
+	jf.Format = string(f)
 	in, err := open(path, f, verify)
 	if err != nil {
 		jf.Error = about(path, err).Error()
 		return jf
 	}
 	defer in.close()
-	jf.Format = string(in.format)
 	for k, v := range in.metadata {
 		jf.Metadata[k] = v
 	}

@@ -36,7 +36,11 @@
 // ({} when the file has none). skipped lists Arrow columns that have no
 // tensor form (strings, nulls, ...) and is omitted when empty; error is
 // present only for a file that could not be read, which then has no
-// tensors. The keys are stable: new ones may be added, none renamed.
+// tensors and, when its format is known, keeps format. An Arrow column
+// that cannot be read because the file is malformed (a compressed buffer
+// that does not decompress to its declared length, ...) is not skipped:
+// the file could not be read. The keys are stable: new ones may be
+// added, none renamed.
 //
 // convert writes the tensors of IN to OUT, each format to each, picking
 // the formats by extension (.npy, .npz, .safetensors, .arrow/.feather/.ipc;
@@ -72,8 +76,9 @@
 // form (strings, nulls, ...) are listed by inspect as skipped; convert
 // fails naming them (exit 1, no file written) unless --skip-unsupported,
 // which leaves them out with a note on standard error that --quiet does
-// not silence. convert never writes an empty file: an input with no
-// tensor, or none that converts, exits 1 whatever the flags. Compressed
+// not silence; a malformed file fails both, whatever the flags. convert
+// never writes an empty file: an input with no tensor, or none that
+// converts, exits 1 whatever the flags. Compressed
 // Arrow files (lz4, zstd) are decompressed by dlarrow. Metadata goes from
 // safetensors to safetensors and Arrow and back; .npy and .npz have none.
 // Arrow holds int8..int64, uint8..uint64 and float16..float64: other types

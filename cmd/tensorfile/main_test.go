@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -278,7 +279,7 @@ func TestMalformed(t *testing.T) {
 			}
 		}
 		rep, r2 := inspectJSON(t, c.path)
-		if r2.code != 1 || len(rep.Files) != 1 || !strings.Contains(rep.Files[0].Error, c.want) || len(rep.Files[0].Tensors) != 0 {
+		if r2.code != 1 || len(rep.Files) != 1 || !strings.Contains(rep.Files[0].Error, c.want) || len(rep.Files[0].Tensors) != 0 || rep.Files[0].Format != string(c.f) {
 			t.Errorf("inspect --json %s: exit %d, %+v", filepath.Base(c.path), r2.code, rep)
 		}
 		out := filepath.Join(dir, "out-"+filepath.Base(c.path)+".safetensors")
@@ -494,5 +495,42 @@ func TestNPZMappedMemberCRC(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("convert of a member failing its CRC-32 wrote %s", out)
+	}
+}
+
+// countingWriter counts the Write calls made on it.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// inspect buffers its output: a file of 10,000 tensors is printed in a
+// write per 64 KiB, not one per table cell (tabwriter writes each cell
+// on its own), as a table and as JSON.
+func TestInspectBufferedOutput(t *testing.T) {
+	specs := make([]tensorfile.Spec, 10_000)
+	for i := range specs {
+		specs[i] = tensorfile.Spec{Name: fmt.Sprintf("model.layers.%d.weight", i), DType: dlpack.Float32, Shape: []int64{2, 2}}
+	}
+	path := filepath.Join(t.TempDir(), "many.safetensors")
+	f, err := tensorfile.CreateSafetensors(path, specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, args := range [][]string{{"inspect", path}, {"inspect", "--json", path}} {
+		var out countingWriter
+		var errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		if most := out.Len()/(64<<10) + 1; out.writes > most || strings.Count(out.String(), "model.layers.") != 10_000 {
+			t.Errorf("%v: %d bytes in %d writes, want at most %d", args, out.Len(), out.writes, most)
+		}
 	}
 }

@@ -10,6 +10,22 @@
   peers.py check DIR  reads DIR/manifest.json written by Go and checks each
                       file with np.load and safetensors, bit for bit against
                       its .bin files.
+  peers.py judge DIR  reads DIR/judge.json written by Go, a list of
+                      [file, format], reads each file with its format's
+                      reference reader (np.load, every member of an .npz
+                      read; safetensors.deserialize) and prints, as JSON,
+                      for each file "reads" or what the reader raises.
+  peers.py lzma DIR   reads DIR/lzma.json written by Go, a list of
+                      [file, size]: each file the data of a zip LZMA member
+                      (as zipfile writes it), and prints, as JSON, for each
+                      what liblzma makes of it: the SHA-256 of what it
+                      decodes when that is a whole stream of size bytes,
+                      else why not.
+  peers.py save DIR   reads DIR/save.json written by Go: for each case, the
+                      tensors (their .bin files) given to
+                      safetensors.numpy.save must give WriteSafetensors' file
+                      byte for byte, and CreateSafetensors' file the same
+                      header JSON and data (its padding is to 64 bytes).
 """
 import json
 import os
@@ -189,5 +205,91 @@ def check(d):
     print(f"checked {n} tensors in {len(files)} files written by Go: bit for bit")
 
 
+def split(b):
+    """A safetensors file's header JSON (padding stripped) and data."""
+    n = int.from_bytes(b[:8], "little")
+    return b[8:8 + n].rstrip(b" "), b[8 + n:]
+
+
+def save(d):
+    with open(os.path.join(d, "save.json")) as f:
+        cases = json.load(f)
+    for c in cases:
+        tensors = {}
+        for t in c["tensors"]:
+            with open(os.path.join(d, t["bin"]), "rb") as f:
+                raw = f.read()
+            tensors[t["name"]] = np.frombuffer(raw, ST_DTYPES[t["dtype"]]).reshape(t["shape"])
+        with open(os.path.join(d, c["go"]), "rb") as f:
+            go = f.read()
+        with open(os.path.join(d, c["create"]), "rb") as f:
+            created = f.read()
+        # The crate lists several metadata keys in its hash map's order,
+        # which changes from call to call: save until every order was seen.
+        meta = c["metadata"]
+        orders = 1
+        for k in range(2, len(meta or {}) + 1):
+            orders *= k
+        seen = set()
+        for _ in range(200 * orders):
+            seen.add(safetensors.numpy.save(tensors, metadata=meta))
+            if len(seen) == orders:
+                break
+        assert len(seen) == orders, (c["go"], len(seen), orders)
+        assert go in seen, (c["go"], go[:400], sorted(seen)[0][:400])
+        assert split(created) == split(go), (c["create"], split(created)[0][:400], split(go)[0][:400])
+        assert (8 + int.from_bytes(created[:8], "little")) % 64 == 0, c["create"]
+    print(f"{len(cases)} cases: WriteSafetensors wrote safetensors.numpy.save's bytes, "
+          f"CreateSafetensors its header JSON and data (padded to 64)")
+
+
+def judge(d):
+    with open(os.path.join(d, "judge.json")) as f:
+        files = json.load(f)
+    out = {}
+    for name, fmt in files:
+        path = os.path.join(d, name)
+        try:
+            if fmt == "npy":
+                np.load(path)
+            elif fmt == "npz":
+                with np.load(path) as z:
+                    for k in z.files:
+                        z[k]
+            else:
+                with open(path, "rb") as f:
+                    safetensors.deserialize(f.read())
+            out[name] = "reads"
+        except Exception as e:  # what the reference reader raises is the point
+            out[name] = f"raises {type(e).__name__}: {str(e)[:200]}"
+    print(json.dumps(out, ensure_ascii=False))
+
+
+def lzma_members(d):
+    import hashlib
+    import lzma
+    with open(os.path.join(d, "lzma.json")) as f:
+        members = json.load(f)
+    out = []
+    for name, size in members:
+        with open(os.path.join(d, name), "rb") as f:
+            b = f.read()
+        try:
+            if len(b) < 4 or b[2:4] != b"\x05\x00" or len(b) < 9:
+                raise ValueError("no LZMA properties")
+            filt = lzma._decode_filter_properties(lzma.FILTER_LZMA1, b[4:9])
+            dec = lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt])
+            data = dec.decompress(b[9:])
+            if not dec.eof:
+                out.append("the stream does not end")
+            elif len(data) != size:
+                out.append(f"{len(data)} bytes")
+            else:
+                out.append(hashlib.sha256(data).hexdigest())
+        except Exception as e:  # what liblzma raises is the point
+            out.append(f"raises {type(e).__name__}: {e}")
+    print(json.dumps(out))
+
+
 if __name__ == "__main__":
-    {"write": write, "check": check}[sys.argv[1]](sys.argv[2])
+    {"write": write, "check": check, "save": save, "judge": judge, "lzma": lzma_members}[sys.argv[1]](sys.argv[2])

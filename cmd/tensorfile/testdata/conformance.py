@@ -219,6 +219,18 @@ def write(d):
     case("arrow_feather_lz4.arrow", "arrow", "feather.write_feather's default: lz4 compression")
     pa.feather.write_feather(table, p("arrow_feather_zstd.arrow"), compression="zstd")
     case("arrow_feather_zstd.arrow", "arrow", "feather.write_feather with zstd compression")
+    # feather's lz4 file with a buffer that does not decompress: its
+    # first LZ4 frame's length prefix lying, or the frame's header broken
+    with open(p("arrow_feather_lz4.arrow"), "rb") as f:
+        lz4 = f.read()
+    at = lz4.index(b"\x04\x22\x4d\x18")  # the first LZ4 frame's magic
+    n = struct.unpack("<q", lz4[at - 8:at])[0]
+    put("arrow_lz4_length.arrow", lz4[:at - 8] + struct.pack("<q", n - 8) + lz4[at:])
+    case("arrow_lz4_length.arrow", "arrow", f"feather's lz4 file, a buffer's uncompressed length prefix {n - 8} instead of {n}",
+         "refused-as-peer", "dlarrow.ErrFormat")
+    put("arrow_lz4_frame.arrow", lz4[:at + 4] + bytes([lz4[at + 4] ^ 0x80]) + lz4[at + 5:])
+    case("arrow_lz4_frame.arrow", "arrow", "feather's lz4 file, an LZ4 frame of an unknown version (FLG byte flipped)",
+         "refused-as-peer", "dlarrow.ErrFormat")
     table = pa.table({"x": pa.array(sample(np.int32, (6,), 330)), "v": peers.fst_column(sample(np.float64, (6, 2), 331))})
     peers.write_arrow(p("arrow_batches.arrow"), table, batch_rows=3)
     case("arrow_batches.arrow", "arrow", "two record batches")
