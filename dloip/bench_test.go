@@ -15,7 +15,7 @@ func BenchmarkInfer(b *testing.B) {
 		n    int64
 	}{{"4KiB", 4 << 10}, {"1MiB", 1 << 20}, {"64MiB", 64 << 20}} {
 		b.Run(size.name, func(b *testing.B) {
-			_, addr := serve(b, Options{MaxMessageBytes: 256 << 20}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "FP32"}))
+			_, addr := serve(b, Options{MaxMessageBytes: 256 << 20}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1}}))
 			c := dial(b, addr, ClientOptions{MaxMessageBytes: 256 << 20})
 			x := newRaw(b, dlpack.Float32, size.n/4)
 			req := &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: x}}}

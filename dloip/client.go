@@ -69,7 +69,9 @@ func (c *Client) ServerReady(ctx context.Context) (bool, error) {
 }
 
 // ModelReady reports whether a model (version "" for the server's
-// choice) is ready for inference.
+// choice) is ready for inference. A server answers an unknown model or
+// version with codes.NotFound (a dloip Server and kserve do; Triton
+// answers false), which ModelReady returns as its error.
 func (c *Client) ModelReady(ctx context.Context, model, version string) (bool, error) {
 	if err := c.errIfClosed("model ready"); err != nil {
 		return false, err
@@ -267,11 +269,10 @@ func (c *Client) responseOf(req *InferRequest, in *inInfer) (*InferResponse, err
 	}
 	var total int64
 	for _, w := range ws {
-		dt, err := ParseDatatype(w.datatype)
-		if err != nil {
+		if err := checkDatatype(w.datatype); err != nil {
 			return nil, fmt.Errorf("dloip: infer %q: response: output %q: %w", model, w.name, err)
 		}
-		n, err := byteSize(dt, w.shape)
+		n, err := minBytes(w.datatype, w.shape)
 		if err != nil {
 			return nil, fmt.Errorf("dloip: infer %q: response: output %q: %w", model, w.name, err)
 		}
@@ -292,6 +293,10 @@ func (c *Client) responseOf(req *InferRequest, in *inInfer) (*InferResponse, err
 			if p, ok := w.params[ParamRegion]; !emptyRaw && (!ok || p.GetStringParam() != o.Region) {
 				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q", w.name), Value: o.Region, Err: ErrInvalid,
 					Why: "the output was asked for in this shared-memory region, and the response does not say that the server wrote it there (no empty raw entry, no region parameter): the server may not have the shared-memory extension"}
+			}
+			if w.datatype == BYTES {
+				return nil, &dlpack.FieldError{Field: fmt.Sprintf("output %q: datatype", w.name), Value: BYTES, Err: ErrDatatype,
+					Why: "a BYTES output asked for in shared memory: its byte size is not its shape's, and the response does not give it"}
 			}
 			dt, err := ParseDatatype(w.datatype)
 			if err != nil {

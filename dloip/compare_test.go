@@ -96,7 +96,7 @@ func TestCompare(t *testing.T) {
 	python("tritonclient → kserve server", "triton", kaddr, "echo", "x", plan()...)
 
 	// Our server.
-	_, addr := serve(t, Options{MaxMessageBytes: 512 << 20}, echoModel("echo_FP32", TensorMetadata{Name: "x_FP32", Datatype: "FP32"}))
+	_, addr := serve(t, Options{MaxMessageBytes: 512 << 20}, echoModel("echo_FP32", TensorMetadata{Name: "x_FP32", Datatype: "FP32", Shape: []int64{-1}}))
 	python("kserve client → Go server", "kserve", addr, "echo_FP32", "x_FP32", plan()...)
 	// One size at a time, counting this process's CPU time (user and
 	// system) meanwhile: the Go server is all this process does while

@@ -24,8 +24,15 @@
 // flat row-major little-endian blob per tensor, in the order of the
 // tensors. Datatypes: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32,
 // FP64, mapped both ways to DLPack element types (ParseDatatype,
-// DatatypeOf). BYTES, a list of byte strings and not a tensor, is refused
-// with ErrDatatype. Rank 0 and zero-size tensors travel as any other.
+// DatatypeOf), and BYTES, a tensor of byte strings (prompts, tokenizer
+// input, labels, JSON: what Triton's LLMs take and return), which has no
+// DLPack element type: a BytesTensor sends one (its elements laid out
+// once, each a 4-byte little-endian length then its bytes), and a
+// received BYTES Tensor gives its Elements, each a view of the received
+// bytes (or of the bytes_contents protobuf decoded); every length is
+// checked against what the message holds before anything is allocated
+// for it, the element count first. Rank 0 and zero-size tensors travel
+// as any other.
 // Received typed contents (InferTensorContents, which some peers send)
 // are decoded into a buffer of their own (Tensor.IsCopied); FP16 and
 // BF16, which have no typed list, must come raw.
@@ -145,8 +152,19 @@
 // # Models
 //
 // A Model gives its metadata (ModelMetadata: inputs and outputs with
-// name, datatype and shape, -1 for a dimension of variable size) and runs
-// a Request, whose inputs have already been checked against that
-// metadata, into Outputs of any dlpack.Producer. ModelFunc makes one of a
-// plain Go function.
+// name, datatype and shape, -1 for a dimension of variable size, []int64{}
+// for a scalar) and runs a Request, whose inputs have already been
+// checked against that metadata, into Outputs of any dlpack.Producer (a
+// BytesTensor for BYTES). ModelFunc makes one of a plain Go function. A
+// model may take what it is sent: an input may be Optional, a datatype
+// left to the request (""), and a Dynamic model sees every input the
+// request carries, listed or not, with its name, datatype and shape, and
+// returns any outputs. What the metadata says goes on the wire as the
+// protocol means it; a tensor of any rank cannot be said there, so
+// Register refuses a nil shape, and a Dynamic model leaves such tensors
+// out of its metadata.
+//
+// ModelReady and ModelMetadata of an unknown model or version answer
+// codes.NotFound, as kserve does; Client.ModelReady then returns false
+// with that error.
 package dloip

@@ -304,7 +304,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // panickyTensor is a producer that panics when asked for its tensor.
-type panickyTensor struct{ *rawTensor }
+type panickyTensor struct{ *testTensor }
 
 func (panickyTensor) DescribeTensor(*dlpack.Description) error      { panic("the producer panics") }
 func (panickyTensor) DLPack(dlpack.Request) (dlpack.Managed, error) { panic("the producer panics") }

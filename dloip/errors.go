@@ -42,3 +42,7 @@ var (
 	// answers codes.Internal) instead of killing the process.
 	ErrTruncated = dlgrpc.ErrTruncated
 )
+
+// errModel: a model's output that breaks its own metadata (a server
+// answers codes.Internal: the fault is the server's, not the caller's).
+var errModel = errors.New("dloip: the model's output breaks its metadata")

@@ -17,10 +17,11 @@ import (
 var fuzzServer = func() *Server {
 	s := NewServer(Options{MaxTensorBytes: 1 << 20, Logger: quiet})
 	var ins []TensorMetadata
-	for _, d := range Datatypes() {
+	for _, d := range append(Datatypes(), BYTES) {
 		ins = append(ins, TensorMetadata{Name: "x_" + d, Datatype: d, Shape: []int64{-1, 2}})
 	}
-	for _, m := range []Model{echoModel("m", TensorMetadata{Name: "a", Datatype: "FP32", Shape: []int64{-1}}, TensorMetadata{Name: "b", Datatype: "INT8", Shape: []int64{2, 2}}), echoModel("all", ins...)} {
+	for _, m := range []Model{echoModel("m", TensorMetadata{Name: "a", Datatype: "FP32", Shape: []int64{-1}}, TensorMetadata{Name: "b", Datatype: "INT8", Shape: []int64{2, 2}}),
+		echoModel("all", ins...), dynamicEcho()} {
 		if err := s.Register(m); err != nil {
 			panic(err)
 		}
@@ -48,6 +49,8 @@ func FuzzInferRequest(f *testing.F) {
 		&pb.ModelInferRequest{ModelName: "m", Inputs: []*pb.ModelInferRequest_InferInputTensor{
 			{Name: "a", Datatype: "FP32", Shape: []int64{1 << 28}}, {Name: "b", Datatype: "INT8", Shape: []int64{2, 2}, Contents: &pb.InferTensorContents{IntContents: []int32{1, 2, 3, 4}}}}},
 		&pb.ModelInferRequest{ModelName: "all", Inputs: []*pb.ModelInferRequest_InferInputTensor{in("x_BOOL", "BOOL", 1, 2), in("x_FP16", "FP16", 3, 2)}, RawInputContents: [][]byte{{1, 0}, make([]byte, 12)}},
+		&pb.ModelInferRequest{ModelName: "echo", Inputs: []*pb.ModelInferRequest_InferInputTensor{in("s", BYTES, 2), in("t", "INT8", 1)}, RawInputContents: [][]byte{{1, 0, 0, 0, 'a', 0, 0, 0, 0}, {5}}},
+		&pb.ModelInferRequest{ModelName: "echo", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "s", Datatype: BYTES, Shape: []int64{2}, Contents: &pb.InferTensorContents{BytesContents: [][]byte{{1}, {}}}}}},
 	)
 	for _, h := range hostileRequests() {
 		f.Add(h.wire)
@@ -76,7 +79,11 @@ func FuzzInferRequest(f *testing.F) {
 			in.freeRest()
 		} else if req, err := fuzzServer.request(context.Background(), m, r, in); err == nil {
 			for _, x := range req.Inputs {
-				if n, _ := byteSize(x.DataType(), x.Shape()); int64(len(x.Bytes())) != n {
+				if x.Datatype() == BYTES {
+					if n, _ := elements(x.Shape()); int64(len(x.Elements())) != n {
+						t.Fatalf("input %q holds %d elements for %v", x.Name(), len(x.Elements()), x.Shape())
+					}
+				} else if n, _ := byteSize(x.DataType(), x.Shape()); int64(len(x.Bytes())) != n {
 					t.Fatalf("input %q holds %d bytes for %v %v", x.Name(), len(x.Bytes()), x.Datatype(), x.Shape())
 				}
 				x.Close()
@@ -102,6 +109,7 @@ func FuzzInferResponse(f *testing.F) {
 		&pb.ModelInferResponse{ModelName: "m", Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "FP32", Shape: []int64{2}}}, RawOutputContents: [][]byte{make([]byte, 8)}},
 		&pb.ModelInferResponse{ModelName: "m", Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "INT16", Shape: []int64{3}, Contents: &pb.InferTensorContents{IntContents: []int32{-1, 2, -300}}}}},
 		&pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: "r", Datatype: "FP32", Shape: []int64{2}}}, RawOutputContents: [][]byte{{}}},
+		&pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: "s", Datatype: BYTES, Shape: []int64{2}}}, RawOutputContents: [][]byte{{1, 0, 0, 0, 'a', 0, 0, 0, 0}}},
 	)
 	for _, h := range hostileResponses() {
 		f.Add(h.wire)
@@ -123,7 +131,11 @@ func FuzzInferResponse(f *testing.F) {
 			req := &InferRequest{Model: "m", Outputs: []RequestedOutput{{Name: "r", Region: "r", Memory: make([]byte, 64)}}}
 			if resp, err := c.responseOf(req, in); err == nil {
 				for _, y := range resp.Outputs {
-					if n, _ := byteSize(y.DataType(), y.Shape()); int64(len(y.Bytes())) != n {
+					if y.Datatype() == BYTES {
+						if n, _ := elements(y.Shape()); int64(len(y.Elements())) != n {
+							t.Fatalf("output %q holds %d elements for %v", y.Name(), len(y.Elements()), y.Shape())
+						}
+					} else if n, _ := byteSize(y.DataType(), y.Shape()); int64(len(y.Bytes())) != n {
 						t.Fatalf("output %q holds %d bytes for %v %v", y.Name(), len(y.Bytes()), y.Datatype(), y.Shape())
 					}
 				}

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// rawTensor is a test producer: bytes of a dtype and shape, counting the
+// testTensor is a test producer: bytes of a dtype and shape, counting the
 // releases of its owner.
-type rawTensor struct {
+type testTensor struct {
 	dt       dlpack.DataType
 	shape    []int64
 	strides  []int64
@@ -30,7 +30,7 @@ type countingOwner struct{ n *atomic.Int32 }
 
 func (o countingOwner) ReleaseTensor() { o.n.Add(1) }
 
-func newRaw(t testing.TB, dt dlpack.DataType, shape ...int64) *rawTensor {
+func newRaw(t testing.TB, dt dlpack.DataType, shape ...int64) *testTensor {
 	n := int64(dt.ItemSize())
 	for _, d := range shape {
 		n *= d
@@ -44,10 +44,10 @@ func newRaw(t testing.TB, dt dlpack.DataType, shape ...int64) *rawTensor {
 			data[i] &= 1
 		}
 	}
-	return &rawTensor{dt: dt, shape: shape, data: data, released: new(atomic.Int32)}
+	return &testTensor{dt: dt, shape: shape, data: data, released: new(atomic.Int32)}
 }
 
-func (r *rawTensor) DescribeTensor(d *dlpack.Description) error {
+func (r *testTensor) DescribeTensor(d *dlpack.Description) error {
 	*d = dlpack.Description{DType: r.dt, Shape: r.shape, Strides: r.strides, Size: uintptr(len(r.data)), Owner: countingOwner{r.released}, ReadOnly: true}
 	if len(r.data) > 0 {
 		d.Data = unsafe.Pointer(&r.data[0])
@@ -55,8 +55,8 @@ func (r *rawTensor) DescribeTensor(d *dlpack.Description) error {
 	return nil
 }
 
-func (r *rawTensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
-func (r *rawTensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+func (r *testTensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
+func (r *testTensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
 	return dlpack.Produce(r, req)
 }
 
@@ -101,16 +101,19 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // echoModel answers each input as an output of the same name, datatype
-// and shape ("x" of every datatype, -1 dimensions).
+// and shape.
 func echoModel(name string, inputs ...TensorMetadata) Model {
 	meta := ModelMetadata{Name: name, Versions: []string{"1"}, Platform: "go", Inputs: inputs, Outputs: inputs}
-	return ModelFunc(meta, func(_ context.Context, req *Request) ([]Output, error) {
-		outs := make([]Output, len(req.Inputs))
-		for i, in := range req.Inputs {
-			outs[i] = Output{Name: in.Name(), Tensor: in}
-		}
-		return outs, nil
-	})
+	return ModelFunc(meta, echo)
+}
+
+// echo answers each input as an output of the same name.
+func echo(_ context.Context, req *Request) ([]Output, error) {
+	outs := make([]Output, len(req.Inputs))
+	for i, in := range req.Inputs {
+		outs[i] = Output{Name: in.Name(), Tensor: in}
+	}
+	return outs, nil
 }
 
 // wantStatus fails unless err is a status of code whose message has
@@ -135,9 +138,13 @@ func gcWait() {
 
 // releasedN waits (collecting garbage) until r was released n times; it
 // reports whether it was, for goroutines that may not call t.Fatal.
-func releasedN(r *rawTensor, n int32) bool {
+func releasedN(r *testTensor, n int32) bool {
 	for i := 0; r.released.Load() != n && i < 200; i++ {
 		gcWait()
 	}
 	return r.released.Load() == n
 }
+
+// dynamicEcho is "echo", a Dynamic model that answers every input, of
+// any name, datatype and shape, as an output of the same name.
+func dynamicEcho() Model { return ModelFunc(ModelMetadata{Name: "echo", Dynamic: true}, echo) }

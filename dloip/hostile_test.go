@@ -58,7 +58,7 @@ func TestHostileRequests(t *testing.T) {
 		{"unknown datatype", func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "FP8" },
 			codes.InvalidArgument, []string{`input "a"`, "datatype = FP8"}},
 		{"BYTES", func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "BYTES" },
-			codes.InvalidArgument, []string{`input "a"`, "BYTES is a list of byte strings"}},
+			codes.InvalidArgument, []string{`input "a": datatype = BYTES`, "takes FP32"}},
 		{"wrong datatype", func(r *pb.ModelInferRequest) { r.Inputs[0].Datatype = "FP64" },
 			codes.InvalidArgument, []string{`input "a": datatype = FP64`, "takes FP32"}},
 		{"wrong shape", func(r *pb.ModelInferRequest) { r.Inputs[1].Shape = []int64{4} },
@@ -162,7 +162,7 @@ func TestHangUp(t *testing.T) {
 
 // waitReleased waits (collecting garbage: buffers gRPC dropped unfreed
 // are released by their cleanups) until r was released n times.
-func waitReleased(t testing.TB, r *rawTensor, n int32) {
+func waitReleased(t testing.TB, r *testTensor, n int32) {
 	t.Helper()
 	if !releasedN(r, n) {
 		t.Fatalf("released %d times, want %d", r.released.Load(), n)
@@ -204,8 +204,8 @@ func TestHostileResponses(t *testing.T) {
 			ErrInvalid, []string{`output "y": byte length = 5`, "needs 6 bytes"}},
 		{"negative dim", &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{out("y", "INT16", -1)}, RawOutputContents: [][]byte{{}}},
 			ErrShape, []string{`output "y"`, "shape[0] = -1"}},
-		{"BYTES", &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{out("y", "BYTES", 1)}, RawOutputContents: [][]byte{{0, 0, 0, 0}}},
-			ErrDatatype, []string{`output "y"`, "datatype = BYTES"}},
+		{"BYTES cut short", &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{out("y", "BYTES", 2)}, RawOutputContents: [][]byte{{3, 0, 0, 0, 'a', 'b', 'c', 9}}},
+			ErrInvalid, []string{`output "y": element 1`}},
 		{"unknown datatype", &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{out("y", "COMPLEX", 1)}, RawOutputContents: [][]byte{{0, 0, 0, 0}}},
 			ErrDatatype, []string{`output "y"`, "datatype = COMPLEX"}},
 		{"raw for some", &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{out("y", "INT8", 1), out("z", "INT8", 1)}, RawOutputContents: [][]byte{{1}}},

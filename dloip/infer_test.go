@@ -10,23 +10,21 @@ import (
 	"unsafe"
 
 	"github.com/godlpack/dlpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Every datatype both ways, at rank 0, 1 and 3, zero-size too: the bytes
 // that come back are the bytes sent, and the producers are released.
 func TestRoundTripDatatypes(t *testing.T) {
-	var ins []TensorMetadata
-	for _, d := range Datatypes() {
-		ins = append(ins, TensorMetadata{Name: "x_" + d, Datatype: d, Shape: nil})
-	}
-	// nil metadata shapes take any shape.
-	_, addr := serve(t, Options{}, echoModel("echo", ins...))
+	// a Dynamic model takes any input, of any shape
+	_, addr := serve(t, Options{}, ModelFunc(ModelMetadata{Name: "echo", Dynamic: true}, echo))
 	c := dial(t, addr, ClientOptions{})
 	for _, shape := range [][]int64{{}, {5}, {2, 0, 3}, {3, 70000}} {
 		var req InferRequest
 		req.Model = "echo"
 		req.ID = fmt.Sprint("req", len(shape))
-		raws := map[string]*rawTensor{}
+		raws := map[string]*testTensor{}
 		for _, d := range Datatypes() {
 			dt, _ := ParseDatatype(d)
 			r := newRaw(t, dt, shape...)
@@ -74,7 +72,7 @@ func TestNonCompactInput(t *testing.T) {
 	_, addr := serve(t, Options{}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "INT32", Shape: []int64{3, 2}}))
 	c := dial(t, addr, ClientOptions{})
 	xs := []int32{1, 2, 3, 4, 5, 6}
-	r := &rawTensor{dt: dlpack.Int32, shape: []int64{3, 2}, strides: []int64{1, 3}, released: new(atomic.Int32)}
+	r := &testTensor{dt: dlpack.Int32, shape: []int64{3, 2}, strides: []int64{1, 3}, released: new(atomic.Int32)}
 	r.data = unsafeBytes(xs)
 	resp, err := c.Infer(ctxT(t), &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: r}}})
 	if errors.Is(err, dlpack.ErrCgoRequired) {
@@ -112,7 +110,11 @@ func TestHealthAndMetadata(t *testing.T) {
 	if ok, err := c.ModelReady(ctx, "echo", ""); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	if ok, err := c.ModelReady(ctx, "nope", ""); ok || err != nil {
+	// an unknown model is NotFound, as kserve answers
+	if ok, err := c.ModelReady(ctx, "nope", ""); ok || status.Code(err) != codes.NotFound {
+		t.Fatal(ok, err)
+	}
+	if ok, err := c.ModelReady(ctx, "echo", "7"); ok || status.Code(err) != codes.NotFound {
 		t.Fatal(ok, err)
 	}
 	sm, err := c.ServerMetadata(ctx)

@@ -22,7 +22,7 @@ func TestLarge(t *testing.T) {
 	limit := n + 1<<20
 	_, addr := serve(t, Options{MaxMessageBytes: limit}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "UINT8", Shape: []int64{-1}}))
 	c := dial(t, addr, ClientOptions{MaxMessageBytes: limit})
-	x := &rawTensor{dt: dlpack.Uint8, shape: []int64{n}, data: dlpack.AlignedSlice[byte](n), released: new(atomic.Int32)}
+	x := &testTensor{dt: dlpack.Uint8, shape: []int64{n}, data: dlpack.AlignedSlice[byte](n), released: new(atomic.Int32)}
 	for i := 0; i < n; i += 4096 {
 		x.data[i] = byte(i >> 12)
 		x.data[i+4095] = byte(i >> 20)

@@ -98,6 +98,11 @@ func TestPeersMLServer(t *testing.T) {
 			n++
 		}
 	}
+	// BYTES is not tried: MLServer 1.7.1's NumpyCodec cannot read BYTES
+	// raw contents from a gRPC client (one element "hello" fails with
+	// "cannot reshape array of size 5 into shape (1,)", an empty one
+	// with size 0); kserve and tritonclient carry text both ways
+	// (TestPeersKserveServer, TestPeersClients).
 	t.Logf("dloip client -> MLServer: %d tensors (%d datatypes x %d shapes, floats without NaNs) bit for bit", n, len(kserveDatatypes()), len(peerShapes))
 }
 

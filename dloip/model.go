@@ -8,21 +8,39 @@ import (
 )
 
 // TensorMetadata describes one input or output of a model: its name, its
-// protocol datatype ("FP32", ...) and its shape, -1 for a dimension of
-// variable size.
+// protocol datatype ("FP32", "BYTES", ...) and its shape, one entry per
+// dimension, -1 for a dimension of variable size ([]int64{} for a
+// scalar; a nil Shape is refused by Register: the protocol has no way to
+// say "any rank", and a model that takes tensors of any rank lists them
+// not and sets ModelMetadata.Dynamic). What it says goes on the wire as
+// it is: a variable dimension as -1.
+//
+// Datatype "" leaves the datatype to the request: any datatype is taken
+// (it goes on the wire as "", which the protocol does not define, so
+// clients read it as "not said"). Optional marks an input a request may
+// leave out (Triton's optional inputs); it has no form on the wire.
 type TensorMetadata struct {
 	Name     string
 	Datatype string
 	Shape    []int64
+	Optional bool
 }
 
 // ModelMetadata describes a model (the protocol's ModelMetadata).
+//
+// A Dynamic model takes what it is sent: inputs the metadata does not
+// list come to Infer as they arrived (any name, datatype and shape), the
+// listed ones checked as always, and it may return outputs the metadata
+// does not list; a request that asks for no output gets every output
+// Infer returns. A pass-through, an ensemble step or a router is one
+// Dynamic model, whatever its callers send.
 type ModelMetadata struct {
 	Name     string
 	Versions []string
 	Platform string
 	Inputs   []TensorMetadata
 	Outputs  []TensorMetadata
+	Dynamic  bool
 }
 
 // ServerMetadata describes a server (the protocol's ServerMetadata).
@@ -33,7 +51,8 @@ type ServerMetadata struct {
 }
 
 // Input is a named tensor sent: an input of a Client.Infer. Tensor is
-// any producer of a CPU tensor of a datatype the protocol has.
+// any producer of a CPU tensor of a datatype the protocol has, or a
+// *BytesTensor (BYTES), or a received *Tensor handed on as it came.
 //
 // With Region set, Tensor lies in that registered shared-memory region
 // (Client.RegisterSystemSharedMemory), Offset bytes into it: its bytes
@@ -59,10 +78,12 @@ type Output struct {
 	Release    func()
 }
 
-// Request is an inference request as a Model sees it: the inputs as
-// received tensors, valid until Infer returns (an export made from one,
-// through dlpack.From or DLPack, holds its memory for as long as it
-// lives), and the names of the outputs asked for (all when empty).
+// Request is an inference request as a Model sees it: every input the
+// request carries, in its order, as received tensors (their names,
+// datatypes and shapes as they came), valid until Infer returns (an
+// export made from one, through dlpack.From or DLPack, holds its memory
+// for as long as it lives), and the names of the outputs asked for (all
+// when empty).
 type Request struct {
 	Model      string
 	Version    string
@@ -84,13 +105,15 @@ func (r *Request) Input(name string) *Tensor {
 
 // Model is a model a Server serves. Metadata is read at Register and
 // must not change afterwards. Infer is called with inputs already
-// checked against the metadata (names, datatypes, shapes) and outputs that
-// the metadata has; it may be called from many goroutines at once. The
+// checked against the metadata (names, datatypes, shapes, those not
+// optional present) and outputs that the metadata has (any, for a
+// Dynamic model); it may be called from many goroutines at once. The
 // server takes each returned output asked for through dlpack.From and
 // releases it once gRPC has written its bytes; an output not asked for
-// is left untaken. An error is sent as its gRPC status when it has one, else as
-// codes.Internal (codes.InvalidArgument when it wraps ErrInvalid,
-// ErrDatatype or ErrShape).
+// is left untaken. An error is sent as its gRPC status when it has one,
+// else as codes.Internal (codes.InvalidArgument when it wraps
+// ErrInvalid, ErrDatatype or ErrShape). A panic in Infer fails that call
+// alone with codes.Internal, reported to Options.Logger.
 type Model interface {
 	Metadata() ModelMetadata
 	Infer(ctx context.Context, req *Request) ([]Output, error)
@@ -119,10 +142,12 @@ func tensorMetaPB(ts []TensorMetadata) []*pb.ModelMetadataResponse_TensorMetadat
 	return out
 }
 
+// tensorMetaOf reads a server's tensor metadata; a scalar's shape is
+// []int64{}, never nil.
 func tensorMetaOf(ts []*pb.ModelMetadataResponse_TensorMetadata) []TensorMetadata {
 	out := make([]TensorMetadata, len(ts))
 	for i, t := range ts {
-		out[i] = TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: t.GetShape()}
+		out[i] = TensorMetadata{Name: t.GetName(), Datatype: t.GetDatatype(), Shape: append([]int64{}, t.GetShape()...)}
 	}
 	return out
 }

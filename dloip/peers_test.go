@@ -91,7 +91,8 @@ func TestPeersKserveServer(t *testing.T) {
 	} else {
 		t.Logf("kserve on BF16: %v", err)
 	}
-	t.Logf("dloip client -> kserve ModelServer: %d tensors (%d datatypes x %d shapes) bit for bit", n, len(kserveDatatypes()), len(peerShapes))
+	texts := bytesCases(t, c, ctx, "echo", peerText, func(shape []int64) []int64 { return shape })
+	t.Logf("dloip client -> kserve ModelServer: %d tensors (%d datatypes x %d shapes) and %d BYTES tensors of text bit for bit", n, len(kserveDatatypes()), len(peerShapes), texts)
 }
 
 // TestPeersClients: kserve's InferenceGRPCClient and tritonclient.grpc
@@ -104,13 +105,10 @@ func TestPeersClients(t *testing.T) {
 	if err := os.WriteFile(ca, p.caPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// One model per datatype, "echo_FP32", ..., of one input of any
-	// shape: the peers send one tensor at a time.
-	var models []Model
-	for _, d := range Datatypes() {
-		models = append(models, echoModel("echo_"+d, TensorMetadata{Name: "x_" + d, Datatype: d}))
-	}
-	_, addr := serve(t, Options{TLS: p.server, Tokens: map[string]string{"peer-token": "peer"}}, models...)
+	// One Dynamic model echoes every datatype at every shape; "listed"
+	// is for the metadata.
+	listed := echoModel("listed", TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}})
+	_, addr := serve(t, Options{TLS: p.server, Tokens: map[string]string{"peer-token": "peer"}}, dynamicEcho(), listed)
 	for _, peer := range []string{"kserve", "triton"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		out, err := exec.CommandContext(ctx, py, "testdata/peer_clients.py", peer, addr, "peer-token", ca).CombinedOutput()
@@ -128,11 +126,7 @@ func TestPeersClients(t *testing.T) {
 // (testdata/triton_shm.py checks).
 func TestPeersTritonSharedMemory(t *testing.T) {
 	py := peerPython(t)
-	var models []Model
-	for _, d := range Datatypes() {
-		models = append(models, echoModel("echo_"+d, TensorMetadata{Name: "x_" + d, Datatype: d}))
-	}
-	_, addr := serve(t, Options{}, models...)
+	_, addr := serve(t, Options{}, dynamicEcho())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, py, "testdata/triton_shm.py", addr).CombinedOutput()
@@ -212,7 +206,7 @@ func TestPeersTritonRegionsGoClient(t *testing.T) {
 		}
 	}
 	inMem, outMem := mapObject(t, kin, size), mapObject(t, kout, size)
-	in := &rawTensor{dt: dlpack.Float32, shape: []int64{256, 1024}, data: inMem, released: new(atomic.Int32)}
+	in := &testTensor{dt: dlpack.Float32, shape: []int64{256, 1024}, data: inMem, released: new(atomic.Int32)}
 	resp, err := c.Infer(ctx, &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: in, Region: "in"}},
 		Outputs: []RequestedOutput{{Name: "x", Region: "out", Memory: outMem}}})
 	if err != nil {
@@ -248,4 +242,42 @@ func mapObject(t *testing.T, key string, size uint64) []byte {
 	}
 	t.Cleanup(func() { syscall.Munmap(m) })
 	return m
+}
+
+// peerText is the text the peers' BYTES cases carry: empty, ASCII,
+// UTF-8, binary with zeros, 1 MiB.
+var peerText = [][]byte{{}, []byte("hello"), []byte("h\u00e9llo, \u4e16\u754c \U0001f600"), {0, 1, 0xff, 0}, bytes.Repeat([]byte("x"), 1<<20)}
+
+// bytesCases sends BYTES tensors of peerText at several shapes to an echo
+// model through c and requires them back bit for bit, at the shape
+// answer gives for each (the peers' own reshaping); it returns how many.
+func bytesCases(t *testing.T, c *Client, ctx context.Context, model string, text [][]byte, answer func([]int64) []int64) int {
+	t.Helper()
+	n := 0
+	for _, shape := range [][]int64{{1}, {5}, {2, 3}} {
+		k := int(shape[0])
+		if len(shape) > 1 {
+			k *= int(shape[1])
+		}
+		bt := &BytesTensor{Shape: shape}
+		for i := range k {
+			bt.Elements = append(bt.Elements, text[i%len(text)])
+		}
+		resp, err := c.Infer(ctx, &InferRequest{Model: model, Inputs: []Input{{Name: "text", Tensor: bt}}})
+		if err != nil {
+			t.Fatalf("BYTES %v: %v", shape, err)
+		}
+		out := resp.Output("text")
+		if out == nil || out.Datatype() != BYTES || fmt.Sprint(out.Shape()) != fmt.Sprint(answer(shape)) || len(out.Elements()) != k {
+			t.Fatalf("BYTES %v: the output differs from the input", shape)
+		}
+		for i, e := range out.Elements() {
+			if !bytes.Equal(e, bt.Elements[i]) {
+				t.Fatalf("BYTES %v: element %d differs", shape, i)
+			}
+		}
+		resp.Close()
+		n++
+	}
+	return n
 }

@@ -76,7 +76,8 @@ func NewServer(opts Options) *Server {
 
 // Register serves m under the name of its metadata, replacing any model
 // of that name. The metadata must name the model and give every input
-// and output a name and a datatype the bridge carries (ErrDatatype
+// and output a name, a datatype the bridge carries ("" for any: the
+// request decides) and a shape (ErrInvalid, ErrDatatype, ErrShape
 // otherwise).
 func (s *Server) Register(m Model) error {
 	meta := m.Metadata()
@@ -93,8 +94,14 @@ func (s *Server) Register(m Model) error {
 				return &dlpack.FieldError{Field: fmt.Sprintf("metadata %q: %s name", meta.Name, list.what), Value: fmt.Sprintf("%q", t.Name), Err: ErrInvalid, Why: "empty or given twice"}
 			}
 			seen[t.Name] = true
-			if _, err := ParseDatatype(t.Datatype); err != nil {
-				return fmt.Errorf("dloip: register %q: %s %q: %w", meta.Name, list.what, t.Name, err)
+			if t.Datatype != "" {
+				if err := checkDatatype(t.Datatype); err != nil {
+					return fmt.Errorf("dloip: register %q: %s %q: %w", meta.Name, list.what, t.Name, err)
+				}
+			}
+			if t.Shape == nil {
+				return &dlpack.FieldError{Field: fmt.Sprintf("metadata %q: %s %q: shape", meta.Name, list.what, t.Name), Value: "nil", Err: ErrShape,
+					Why: "a shape has an entry per dimension, -1 for a variable size ([]int64{} for a scalar); a model that takes tensors of any rank leaves them out and is Dynamic"}
 			}
 			for i, d := range t.Shape {
 				if d < -1 {
@@ -171,14 +178,10 @@ func (v service) ServerReady(context.Context, *pb.ServerReadyRequest) (*pb.Serve
 }
 
 // ModelReady implements the protocol: a registered model the caller may
-// use is ready; an unknown one is not (no error, as Triton answers).
+// use is ready; an unknown model or version is codes.NotFound, as kserve
+// answers.
 func (v service) ModelReady(ctx context.Context, r *pb.ModelReadyRequest) (*pb.ModelReadyResponse, error) {
-	s := v.s
-	_, err := s.model(ctx, dlgrpc.OpRead, r.GetName(), r.GetVersion())
-	if status.Code(err) == codes.NotFound {
-		return &pb.ModelReadyResponse{Ready: false}, nil
-	}
-	if err != nil {
+	if _, err := v.s.model(ctx, dlgrpc.OpRead, r.GetName(), r.GetVersion()); err != nil {
 		return nil, err
 	}
 	return &pb.ModelReadyResponse{Ready: true}, nil
@@ -280,49 +283,12 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 	}
 	// Shapes and datatypes first, against the metadata and the limits,
 	// before any memory is placed.
-	var total int64
-	for _, w := range ws {
-		meta, ok := findMeta(m.meta.Inputs, w.name)
-		if !ok {
-			return nil, &dlpack.FieldError{Field: "input", Value: fmt.Sprintf("%q", w.name), Err: ErrInvalid,
-				Why: fmt.Sprintf("the model has no such input (it has %s)", names(m.meta.Inputs))}
-		}
-		if w.datatype != meta.Datatype {
-			if _, err := ParseDatatype(w.datatype); err != nil {
-				return nil, fmt.Errorf("input %q: %w", w.name, err)
-			}
-			return nil, &dlpack.FieldError{Field: fmt.Sprintf("input %q: datatype", w.name), Value: w.datatype, Err: ErrInvalid,
-				Why: fmt.Sprintf("the model takes %s", meta.Datatype)}
-		}
-		dt, _ := ParseDatatype(w.datatype)
-		n, err := byteSize(dt, w.shape)
-		if err != nil {
-			return nil, fmt.Errorf("input %q: %w", w.name, err)
-		}
-		if !shapeFits(meta.Shape, w.shape) {
-			return nil, &dlpack.FieldError{Field: fmt.Sprintf("input %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
-				Why: fmt.Sprintf("the model takes %v", meta.Shape)}
-		}
-		if total += n; total > s.opts.MaxTensorBytes {
-			return nil, &dlpack.FieldError{Field: fmt.Sprintf("input %q", w.name), Value: fmt.Sprintf("%d bytes of inputs", total), Err: ErrLimit,
-				Why: fmt.Sprintf("the server takes %d at most (MaxTensorBytes)", s.opts.MaxTensorBytes)}
-		}
+	if err := s.checkInputs(m.meta, ws); err != nil {
+		return nil, err
 	}
-	for _, meta := range m.meta.Inputs {
-		if !slices.ContainsFunc(ws, func(w wireTensor) bool { return w.name == meta.Name }) {
-			return nil, &dlpack.FieldError{Field: "input", Value: fmt.Sprintf("%q", meta.Name), Err: ErrInvalid, Why: "missing"}
-		}
-	}
-	var outputs []string
-	for _, o := range r.Outputs {
-		if _, ok := findMeta(m.meta.Outputs, o.GetName()); !ok {
-			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid,
-				Why: fmt.Sprintf("the model has no such output (it has %s)", names(m.meta.Outputs))}
-		}
-		if slices.Contains(outputs, o.GetName()) {
-			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid, Why: "asked for twice"}
-		}
-		outputs = append(outputs, o.GetName())
+	outputs, err := checkOutputs(m.meta, r.Outputs)
+	if err != nil {
+		return nil, err
 	}
 	shm := &shmPlacer{
 		is: func(w wireTensor) bool { _, ok := w.params[ParamRegion]; return ok },
@@ -332,10 +298,12 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 			if err != nil {
 				return nil, err
 			}
-			dt, _ := ParseDatatype(w.datatype)
-			if want, _ := byteSize(dt, w.shape); uint64(want) != n {
-				return nil, &dlpack.FieldError{Field: field + ": " + ParamByteSize, Value: n, Err: ErrInvalid,
-					Why: fmt.Sprintf("%s %v needs %d bytes", w.datatype, w.shape, want)}
+			if w.datatype != BYTES {
+				dt, _ := ParseDatatype(w.datatype)
+				if want, _ := byteSize(dt, w.shape); uint64(want) != n {
+					return nil, &dlpack.FieldError{Field: field + ": " + ParamByteSize, Value: n, Err: ErrInvalid,
+						Why: fmt.Sprintf("%s %v needs %d bytes", w.datatype, w.shape, want)}
+				}
 			}
 			return s.regionTensor(ctx, w, name, off, n)
 		},
@@ -354,7 +322,15 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (*outInfer, error) {
 	msg := &pb.ModelInferResponse{ModelName: m.meta.Name, ModelVersion: r.GetModelVersion(), Id: r.GetId()}
 	if len(asked) == 0 {
-		for _, o := range m.meta.Outputs {
+		list := m.meta.Outputs
+		if m.meta.Dynamic {
+			// every output the model returned
+			list = nil
+			for _, o := range outs {
+				list = append(list, TensorMetadata{Name: o.Name})
+			}
+		}
+		for _, o := range list {
 			asked = append(asked, o.Name)
 		}
 	}
@@ -382,6 +358,10 @@ func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferReques
 			return fail(err)
 		}
 		held = append(held, t)
+		if tm, ok := findMeta(m.meta.Outputs, name); ok && tm.Datatype != "" && tm.Datatype != t.datatype {
+			return fail(&dlpack.FieldError{Field: fmt.Sprintf("output %q: datatype", name), Value: t.datatype, Err: errModel,
+				Why: fmt.Sprintf("the model's metadata says %s", tm.Datatype)})
+		}
 		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == name }); j >= 0 {
 			if ok, err := s.writeRegion(ctx, name, r.Outputs[j].GetParameters(), t.data); err != nil {
 				return fail(err)
@@ -403,6 +383,65 @@ func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferReques
 	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
 	out.once = dlgrpc.DropOnce(h, out)
 	return out, nil
+}
+
+// checkInputs checks a request's inputs (names, datatypes, shapes)
+// against a model's metadata and the tensor-byte limit, before any
+// memory is placed: every listed input present unless optional, none
+// unlisted unless the model is Dynamic, each of a datatype the model
+// takes and a shape that fits. A BYTES input is counted at 4 bytes an
+// element, the least it takes; its bytes are counted as they arrive.
+func (s *Server) checkInputs(meta ModelMetadata, ws []wireTensor) error {
+	var total int64
+	for _, w := range ws {
+		tm, listed := findMeta(meta.Inputs, w.name)
+		if !listed && !meta.Dynamic {
+			return &dlpack.FieldError{Field: "input", Value: fmt.Sprintf("%q", w.name), Err: ErrInvalid,
+				Why: fmt.Sprintf("the model has no such input (it has %s)", names(meta.Inputs))}
+		}
+		if err := checkDatatype(w.datatype); err != nil {
+			return fmt.Errorf("input %q: %w", w.name, err)
+		}
+		if listed && tm.Datatype != "" && w.datatype != tm.Datatype {
+			return &dlpack.FieldError{Field: fmt.Sprintf("input %q: datatype", w.name), Value: w.datatype, Err: ErrInvalid,
+				Why: fmt.Sprintf("the model takes %s", tm.Datatype)}
+		}
+		n, err := minBytes(w.datatype, w.shape)
+		if err != nil {
+			return fmt.Errorf("input %q: %w", w.name, err)
+		}
+		if listed && !shapeFits(tm.Shape, w.shape) {
+			return &dlpack.FieldError{Field: fmt.Sprintf("input %q: shape", w.name), Value: w.shape, Err: ErrInvalid,
+				Why: fmt.Sprintf("the model takes %v", tm.Shape)}
+		}
+		if total += n; total > s.opts.MaxTensorBytes {
+			return &dlpack.FieldError{Field: fmt.Sprintf("input %q", w.name), Value: fmt.Sprintf("%d bytes of inputs", total), Err: ErrLimit,
+				Why: fmt.Sprintf("the server takes %d at most (MaxTensorBytes)", s.opts.MaxTensorBytes)}
+		}
+	}
+	for _, tm := range meta.Inputs {
+		if !tm.Optional && !slices.ContainsFunc(ws, func(w wireTensor) bool { return w.name == tm.Name }) {
+			return &dlpack.FieldError{Field: "input", Value: fmt.Sprintf("%q", tm.Name), Err: ErrInvalid, Why: "missing"}
+		}
+	}
+	return nil
+}
+
+// checkOutputs checks the outputs a request asks for against a model's
+// metadata: each one it lists (any, for a Dynamic model), once.
+func checkOutputs(meta ModelMetadata, asked []*pb.ModelInferRequest_InferRequestedOutputTensor) ([]string, error) {
+	var outputs []string
+	for _, o := range asked {
+		if _, ok := findMeta(meta.Outputs, o.GetName()); !ok && !meta.Dynamic {
+			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid,
+				Why: fmt.Sprintf("the model has no such output (it has %s)", names(meta.Outputs))}
+		}
+		if o.GetName() == "" || slices.Contains(outputs, o.GetName()) {
+			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid, Why: "empty or asked for twice"}
+		}
+		outputs = append(outputs, o.GetName())
+	}
+	return outputs, nil
 }
 
 func findMeta(ts []TensorMetadata, name string) (TensorMetadata, bool) {

@@ -317,7 +317,7 @@ func (s *Server) regionTensor(ctx context.Context, w wireTensor, name string, of
 		r.drop()
 		return nil, err
 	}
-	t, err := newTensor("input", w.name, w.datatype, w.shape, b, true, r.drop)
+	t, err := rawTensor("input", w, b, true, r.drop)
 	if err != nil {
 		r.drop()
 		return nil, err

@@ -35,6 +35,10 @@ type Tensor struct {
 	datatype string
 	params   Parameters
 	copied   bool
+	// a BYTES tensor's shape and elements; the embedded Tensor holds
+	// their memory as bytes
+	bshape []int64
+	elems  [][]byte
 }
 
 // newTensor makes a Tensor of data, which must hold exactly a tensor of
@@ -74,3 +78,48 @@ func (t *Tensor) Parameters() Parameters { return t.params }
 // IsCopied reports whether the values arrived as typed contents and were
 // decoded into a buffer of their own, rather than as raw bytes.
 func (t *Tensor) IsCopied() bool { return t.copied }
+
+// Shape is a copy of the shape.
+func (t *Tensor) Shape() []int64 {
+	if t.datatype == BYTES {
+		return append([]int64(nil), t.bshape...)
+	}
+	return t.Tensor.Shape()
+}
+
+// Elements are the byte strings of a BYTES tensor, in row-major order,
+// sharing the received memory (valid until the Tensor is closed); nil
+// for any other datatype. Bytes of a BYTES tensor is its raw contents:
+// each element's length, 4 bytes little-endian, then its bytes (nil when
+// it arrived as bytes_contents).
+func (t *Tensor) Elements() [][]byte { return t.elems }
+
+// DataType is the element type (the zero DataType for BYTES).
+func (t *Tensor) DataType() dlpack.DataType {
+	if t.datatype == BYTES {
+		return dlpack.DataType{}
+	}
+	return t.Tensor.DataType()
+}
+
+// DescribeTensor implements dlpack.Source; a BYTES tensor has no DLPack
+// form (ErrDatatype).
+func (t *Tensor) DescribeTensor(d *dlpack.Description) error {
+	if t.datatype == BYTES {
+		return t.noDLPack()
+	}
+	return t.Tensor.DescribeTensor(d)
+}
+
+// DLPack implements dlpack.Producer; a BYTES tensor has no DLPack form
+// (ErrDatatype).
+func (t *Tensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	if t.datatype == BYTES {
+		return dlpack.Managed{}, t.noDLPack()
+	}
+	return t.Tensor.DLPack(req)
+}
+
+func (t *Tensor) noDLPack() error {
+	return &dlpack.FieldError{Field: fmt.Sprintf("%q: datatype", t.name), Value: BYTES, Err: ErrDatatype, Why: "a tensor of byte strings has no DLPack element type (Elements gives them)"}
+}

@@ -32,7 +32,20 @@ type mappedProducer interface {
 // (strided, transposed, broadcast) is made compact once, by a copy. On
 // error nothing is held.
 func take(what, name string, p dlpack.Producer) (taken, error) {
-	if t, ok := p.(*Tensor); ok && t != nil {
+	switch t := p.(type) {
+	case *BytesTensor:
+		if t == nil {
+			break
+		}
+		data, err := t.encode(fmt.Sprintf("%s %q", what, name))
+		if err != nil {
+			return taken{}, err
+		}
+		return taken{release: func() {}, datatype: BYTES, shape: append([]int64{}, t.Shape...), data: data}, nil
+	case *Tensor:
+		if t == nil {
+			break
+		}
 		// A received tensor handed on (a model's input as its output):
 		// its bytes as they are, whatever their alignment, which sending
 		// does not need.
@@ -40,7 +53,12 @@ func take(what, name string, p dlpack.Producer) (taken, error) {
 		if err != nil {
 			return taken{}, fmt.Errorf("%s %q: %w", what, name, err)
 		}
-		return taken{release: release, datatype: t.datatype, shape: t.Shape(), data: t.Bytes(), mapped: t.ReadOnly()}, nil
+		data := t.Bytes()
+		if t.datatype == BYTES && data == nil {
+			// it came as bytes_contents: laid out once
+			data = appendBytes(nil, t.elems)
+		}
+		return taken{release: release, datatype: t.datatype, shape: t.Shape(), data: data, mapped: t.ReadOnly()}, nil
 	}
 	f, err := dlpack.From(p, dlpack.RequireDevice(dlpack.CPUDevice))
 	if err != nil {
@@ -183,7 +201,7 @@ func place(what, rawField string, ws []wireTensor, in *inInfer, shm *shmPlacer) 
 		case len(raws) > 0:
 			raw, free := in.take(k)
 			k++
-			if t, err = newTensor(what, w.name, w.datatype, w.shape, raw, false, free); err != nil && free != nil {
+			if t, err = rawTensor(what, w, raw, false, free); err != nil && free != nil {
 				free()
 			}
 		default:
@@ -202,6 +220,9 @@ func place(what, rawField string, ws []wireTensor, in *inInfer, shm *shmPlacer) 
 // values is checked against the shape before the buffer is allocated:
 // a shape is only what a peer declares, the values are what it sent.
 func typed(what string, w wireTensor) (*Tensor, error) {
+	if w.datatype == BYTES {
+		return typedBytes(what, w)
+	}
 	dt, err := ParseDatatype(w.datatype)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q: %w", what, w.name, err)
@@ -291,6 +312,49 @@ func typed(what string, w wireTensor) (*Tensor, error) {
 		}
 	}
 	t, err := newTensor(what, w.name, w.datatype, w.shape, b, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.copied = true
+	return t, nil
+}
+
+// rawTensor makes a Tensor of the raw contents of w: a tensor's bytes,
+// or a BYTES tensor's elements laid out in them. release, when set, runs
+// once the Tensor is released; on error it is not run.
+func rawTensor(what string, w wireTensor, raw []byte, readOnly bool, release func()) (*Tensor, error) {
+	if w.datatype != BYTES {
+		return newTensor(what, w.name, w.datatype, w.shape, raw, readOnly, release)
+	}
+	field := fmt.Sprintf("%s %q", what, w.name)
+	elems, err := splitBytes(field, w.shape, raw)
+	if err != nil {
+		return nil, err
+	}
+	return newBytesTensor(w.name, w.shape, raw, elems, readOnly, release)
+}
+
+// typedBytes takes the bytes_contents of a BYTES tensor, one entry per
+// element, as its elements (protobuf made them, within the message).
+func typedBytes(what string, w wireTensor) (*Tensor, error) {
+	field := fmt.Sprintf("%s %q", what, w.name)
+	n, err := elements(w.shape)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	var elems [][]byte
+	if w.contents != nil {
+		elems = w.contents.BytesContents
+		if hasValues(&pb.InferTensorContents{BoolContents: w.contents.BoolContents, IntContents: w.contents.IntContents, Int64Contents: w.contents.Int64Contents,
+			UintContents: w.contents.UintContents, Uint64Contents: w.contents.Uint64Contents, Fp32Contents: w.contents.Fp32Contents, Fp64Contents: w.contents.Fp64Contents}) {
+			return nil, &dlpack.FieldError{Field: field + ": contents", Value: "numbers", Err: ErrInvalid, Why: "BYTES travels in bytes_contents"}
+		}
+	}
+	if int64(len(elems)) != n {
+		return nil, &dlpack.FieldError{Field: field + ": contents.bytes_contents", Value: fmt.Sprintf("%d values", len(elems)), Err: ErrInvalid,
+			Why: fmt.Sprintf("BYTES %v has %d elements", w.shape, n)}
+	}
+	t, err := newBytesTensor(w.name, w.shape, nil, elems, false, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,11 @@
 """The Python clients of the protocol against a dloip Go server serving
-"echo_<DATATYPE>" (every input back as an output of the same name): kserve's
-InferenceGRPCClient and tritonclient.grpc's InferenceServerClient. Each
-sends every datatype it has, at several shapes (rank 0, zero-size, 1 MiB),
-random bit patterns (NaN payloads included), and requires the outputs to
-be the inputs bit for bit. Prints one line of counts per client.
+"echo" (a Dynamic model: every input back as an output of the same name,
+whatever its datatype and shape) and "listed" (an FP32 [-1, 4] input):
+kserve's InferenceGRPCClient and tritonclient.grpc's InferenceServerClient.
+Each sends every datatype it has, at several shapes (rank 0, zero-size,
+1 MiB), random bit patterns (NaN payloads included), and text (BYTES:
+empty, ASCII, UTF-8, binary with zeros, 1 MiB), and requires the outputs
+to be the inputs bit for bit. Prints one line of counts per client.
 
 usage: python peer_clients.py kserve|triton HOST:PORT TOKEN CA_PEM_FILE
 """
@@ -34,11 +36,27 @@ def same_bits(a, b):
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
+TEXT = [b"", b"hello", "h\u00e9llo, \u4e16\u754c \U0001f600".encode(), b"\x00\x01\xff\x00", b"x" * (1 << 20)]
+TEXT_SHAPES = [(0,), (1,), (5,), (2, 3)]
+
+
+def text_cases():
+    for shape in TEXT_SHAPES:
+        n = int(np.prod(shape, dtype=np.int64))
+        a = np.array([TEXT[i % len(TEXT)] for i in range(n)], dtype=np.object_).reshape(shape)
+        yield "BYTES", shape, a
+
+
+def same_text(a, b):
+    return a.shape == b.shape and all(bytes(x) == bytes(y) for x, y in zip(a.reshape(-1), b.reshape(-1)))
+
+
 def cases():
     rng = np.random.default_rng(7)
     for shape in SHAPES:
         for dt in (TRITON if sys.argv[1] == "triton" else KSERVE):
             yield dt, shape, random_array(rng, dt, shape)
+    yield from text_cases()
 
 
 async def run_kserve(addr, token, ca):
@@ -53,13 +71,15 @@ async def run_kserve(addr, token, ca):
     for dt, shape, a in cases():
         inp = InferInput(name="x_" + dt, shape=list(shape), datatype=dt)
         inp.set_data_from_numpy(a, binary_data=True)
-        resp = await client.infer(InferRequest(model_name="echo_" + dt, infer_inputs=[inp], request_id=f"{dt}{shape}"), headers=headers)
+        resp = await client.infer(InferRequest(model_name="echo", infer_inputs=[inp], request_id=f"{dt}{shape}"), headers=headers)
         out = resp.outputs[0].as_numpy()
-        if not same_bits(out.reshape(shape), a) or resp.id != f"{dt}{shape}":
+        same = same_text if dt == "BYTES" else same_bits
+        if not same(out.reshape(shape), a) or resp.id != f"{dt}{shape}" or resp.outputs[0].datatype != dt:
             sys.exit(f"kserve client: {dt} {shape}: the output differs from the input")
         n += 1
     await client.close()
-    print(f"kserve InferenceGRPCClient -> dloip server: {n} tensors ({len(KSERVE)} datatypes x {len(SHAPES)} shapes) bit for bit")
+    print(f"kserve InferenceGRPCClient -> dloip server: {n} tensors ({len(KSERVE)} datatypes x {len(SHAPES)} shapes, "
+          f"BYTES text at {len(TEXT_SHAPES)} shapes) bit for bit, one Dynamic model")
 
 
 def run_triton(addr, token, ca):
@@ -72,22 +92,31 @@ def run_triton(addr, token, ca):
                                                             ("grpc.ssl_target_name_override", "localhost")])
     del root
     headers = {"authorization": "Bearer " + token}
-    if not client.is_server_live(headers=headers) or not client.is_model_ready("echo_FP32", headers=headers):
+    if not client.is_server_live(headers=headers) or not client.is_model_ready("echo", headers=headers):
         sys.exit("tritonclient: the server is not live or echo not ready")
-    meta = client.get_model_metadata("echo_FP32", headers=headers)
-    if meta.name != "echo_FP32" or meta.inputs[0].datatype != "FP32":
+    meta = client.get_model_metadata("listed", headers=headers)
+    if meta.name != "listed" or meta.inputs[0].datatype != "FP32" or list(meta.inputs[0].shape) != [-1, 4]:
         sys.exit(f"tritonclient: metadata {meta}")
+    # an unknown model: NOT_FOUND, as kserve answers
+    try:
+        client.is_model_ready("nope", headers=headers)
+        sys.exit("tritonclient: an unknown model is ready")
+    except grpcclient.InferenceServerException as e:
+        if e.status() != "StatusCode.NOT_FOUND":
+            sys.exit(f"tritonclient: an unknown model: {e.status()}")
     n = 0
     for dt, shape, a in cases():
         inp = grpcclient.InferInput("x_" + dt, list(shape), dt)
         inp.set_data_from_numpy(a)
-        res = client.infer("echo_" + dt, [inp], outputs=[grpcclient.InferRequestedOutput("x_" + dt)], request_id=f"{dt}{shape}", headers=headers)
+        res = client.infer("echo", [inp], outputs=[grpcclient.InferRequestedOutput("x_" + dt)], request_id=f"{dt}{shape}", headers=headers)
         out = res.as_numpy("x_" + dt)
-        if not same_bits(out.reshape(shape), a) or res.get_response().id != f"{dt}{shape}":
+        same = same_text if dt == "BYTES" else same_bits
+        if not same(out.reshape(shape), a) or res.get_response().id != f"{dt}{shape}" or res.get_output("x_" + dt).datatype != dt:
             sys.exit(f"tritonclient: {dt} {shape}: the output differs from the input")
         n += 1
     client.close()
-    print(f"tritonclient.grpc -> dloip server: {n} tensors ({len(TRITON)} datatypes x {len(SHAPES)} shapes) bit for bit")
+    print(f"tritonclient.grpc -> dloip server: {n} tensors ({len(TRITON)} datatypes x {len(SHAPES)} shapes, "
+          f"BYTES text at {len(TEXT_SHAPES)} shapes) bit for bit, one Dynamic model")
 
 
 if __name__ == "__main__":

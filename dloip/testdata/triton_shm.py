@@ -1,5 +1,5 @@
 """tritonclient's system shared memory against a dloip Go server serving
-"echo_<DATATYPE>": regions made by tritonclient.utils.shared_memory,
+"echo" (a Dynamic model): regions made by tritonclient.utils.shared_memory,
 registered through tritonclient.grpc, the input read by the server from
 one region at an offset and the output written by it into another,
 every datatype at several shapes, bit for bit; then the bounds (a span
@@ -48,7 +48,7 @@ def main():
                     inp.set_shared_memory("in", nbytes, offset=off)
                     out = grpcclient.InferRequestedOutput("x_" + dt)
                     out.set_shared_memory("out", nbytes, offset=off)
-                    res = client.infer("echo_" + dt, [inp], outputs=[out])
+                    res = client.infer("echo", [inp], outputs=[out])
                     o = res.get_output("x_" + dt)
                     if o is None or list(o.shape) != list(shape) or o.datatype != dt:
                         sys.exit(f"{dt} {shape}: output {o}")
@@ -60,7 +60,7 @@ def main():
         inp = grpcclient.InferInput("x_FP32", [4], "FP32")
         inp.set_shared_memory("in", 16, offset=size - 8)
         try:
-            client.infer("echo_FP32", [inp])
+            client.infer("echo", [inp])
             sys.exit("a span outside the region was taken")
         except InferenceServerException as e:
             if "outside" not in str(e):
