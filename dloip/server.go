@@ -244,16 +244,8 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (_ any, err error) {
 	}
 	// The inputs are released once the outputs are taken: an output may
 	// be an input, or share its memory.
-	defer func() {
-		for _, t := range req.Inputs {
-			t.Close()
-		}
-	}()
-	var outs []Output
-	err = s.srv.Call(fmt.Sprintf("model %q", m.meta.Name), func() (err error) {
-		outs, err = m.m.Infer(ctx, req)
-		return err
-	})
+	defer req.close()
+	outs, err := s.runModel(ctx, m, req)
 	defer s.releaseOutputs(m.meta.Name, outs)
 	if err != nil {
 		return fail(err)
@@ -265,12 +257,88 @@ func (s *Server) infer(ctx context.Context, in *inInfer) (_ any, err error) {
 	return resp, nil
 }
 
+// close releases the request's inputs.
+func (r *Request) close() {
+	for _, t := range r.Inputs {
+		t.Close()
+	}
+}
+
+// runModel runs m's Infer on req, a panic in it an error wrapping
+// dlgrpc.ErrPanic (reported to the Logger). The outputs' Releases are
+// the caller's to run (releaseOutputs), after their tensors are taken.
+func (s *Server) runModel(ctx context.Context, m *served, req *Request) (outs []Output, err error) {
+	err = s.srv.Call(fmt.Sprintf("model %q", m.meta.Name), func() (err error) {
+		outs, err = m.m.Infer(ctx, req)
+		return err
+	})
+	return outs, err
+}
+
 // releaseOutputs runs the Release of each output that has one.
 func (s *Server) releaseOutputs(model string, outs []Output) {
 	for _, o := range outs {
 		if o.Release != nil {
 			_ = s.srv.Call(fmt.Sprintf("model %q: output %q: Release", model, o.Name), func() error { o.Release(); return nil })
 		}
+	}
+}
+
+// takenOutput is an output to send: its tensor taken (held until
+// released), its name and parameters.
+type takenOutput struct {
+	name   string
+	params Parameters
+	taken
+}
+
+// takeOutputs takes the outputs the request asked for from those the
+// model returned: all it lists when none were asked for (every one
+// returned, for a Dynamic model), each checked against its metadata. On
+// error nothing is held; on success the caller releases them
+// (closeTaken), once the bytes are sent.
+func (s *Server) takeOutputs(m *served, asked []string, outs []Output) ([]takenOutput, error) {
+	if len(asked) == 0 {
+		if m.meta.Dynamic {
+			for _, o := range outs {
+				asked = append(asked, o.Name)
+			}
+		} else {
+			for _, o := range m.meta.Outputs {
+				asked = append(asked, o.Name)
+			}
+		}
+	}
+	held := make([]takenOutput, 0, len(asked))
+	fail := func(err error) ([]takenOutput, error) {
+		closeTaken(held)
+		return nil, err
+	}
+	for _, name := range asked {
+		i := slices.IndexFunc(outs, func(o Output) bool { return o.Name == name })
+		if i < 0 || outs[i].Tensor == nil {
+			return fail(fmt.Errorf("the model returned no output %q", name))
+		}
+		var t taken
+		if err := s.srv.Call(fmt.Sprintf("model %q: output %q", m.meta.Name, name), func() (err error) {
+			t, err = take("output", name, outs[i].Tensor)
+			return err
+		}); err != nil {
+			return fail(err)
+		}
+		held = append(held, takenOutput{name: name, params: outs[i].Parameters, taken: t})
+		if tm, ok := findMeta(m.meta.Outputs, name); ok && tm.Datatype != "" && tm.Datatype != t.datatype {
+			return fail(&dlpack.FieldError{Field: fmt.Sprintf("output %q: datatype", name), Value: t.datatype, Err: errModel,
+				Why: fmt.Sprintf("the model's metadata says %s", tm.Datatype)})
+		}
+	}
+	return held, nil
+}
+
+// closeTaken releases the outputs taken.
+func closeTaken(ts []takenOutput) {
+	for _, t := range ts {
+		t.release()
 	}
 }
 
@@ -286,8 +354,11 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 	if err := s.checkInputs(m.meta, ws); err != nil {
 		return nil, err
 	}
-	outputs, err := checkOutputs(m.meta, r.Outputs)
-	if err != nil {
+	outputs := make([]string, len(r.Outputs))
+	for i, o := range r.Outputs {
+		outputs[i] = o.GetName()
+	}
+	if err := checkOutputs(m.meta, outputs); err != nil {
 		return nil, err
 	}
 	shm := &shmPlacer{
@@ -321,65 +392,37 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 // tensors are released once gRPC has written them.
 func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (*outInfer, error) {
 	msg := &pb.ModelInferResponse{ModelName: m.meta.Name, ModelVersion: r.GetModelVersion(), Id: r.GetId()}
-	if len(asked) == 0 {
-		list := m.meta.Outputs
-		if m.meta.Dynamic {
-			// every output the model returned
-			list = nil
-			for _, o := range outs {
-				list = append(list, TensorMetadata{Name: o.Name})
-			}
-		}
-		for _, o := range list {
-			asked = append(asked, o.Name)
-		}
-	}
-	held := make([]taken, 0, len(asked))
-	raws := make([][]byte, 0, len(asked))
-	var mapped []bool
-	fail := func(err error) (*outInfer, error) {
-		closeAll(held)
+	held, err := s.takeOutputs(m, asked, outs)
+	if err != nil {
 		return nil, err
 	}
-	for _, name := range asked {
-		i := slices.IndexFunc(outs, func(o Output) bool { return o.Name == name })
-		if i < 0 || outs[i].Tensor == nil {
-			return fail(fmt.Errorf("the model returned no output %q", name))
-		}
-		params, err := outs[i].Parameters.toPB(fmt.Sprintf("output %q: parameters", name))
+	raws := make([][]byte, 0, len(held))
+	var mapped []bool
+	for _, t := range held {
+		params, err := t.params.toPB(fmt.Sprintf("output %q: parameters", t.name))
 		if err != nil {
-			return fail(err)
+			closeTaken(held)
+			return nil, err
 		}
-		var t taken
-		if err := s.srv.Call(fmt.Sprintf("model %q: output %q", m.meta.Name, name), func() (err error) {
-			t, err = take("output", name, outs[i].Tensor)
-			return err
-		}); err != nil {
-			return fail(err)
-		}
-		held = append(held, t)
-		if tm, ok := findMeta(m.meta.Outputs, name); ok && tm.Datatype != "" && tm.Datatype != t.datatype {
-			return fail(&dlpack.FieldError{Field: fmt.Sprintf("output %q: datatype", name), Value: t.datatype, Err: errModel,
-				Why: fmt.Sprintf("the model's metadata says %s", tm.Datatype)})
-		}
-		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == name }); j >= 0 {
-			if ok, err := s.writeRegion(ctx, name, r.Outputs[j].GetParameters(), t.data); err != nil {
-				return fail(err)
+		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == t.name }); j >= 0 {
+			if ok, err := s.writeRegion(ctx, t.name, r.Outputs[j].GetParameters(), t.data); err != nil {
+				closeTaken(held)
+				return nil, err
 			} else if ok {
 				// In shared memory: an empty raw entry keeps the raw
 				// contents in step with the outputs, as Triton does, and
 				// the output's parameters name the region.
 				raws = append(raws, []byte{})
 				mapped = append(mapped, false)
-				msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: r.Outputs[j].GetParameters()})
+				msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: t.name, Datatype: t.datatype, Shape: t.shape, Parameters: r.Outputs[j].GetParameters()})
 				continue
 			}
 		}
 		raws = append(raws, t.data)
 		mapped = append(mapped, t.mapped)
-		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
+		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: t.name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
-	h := s.srv.NewHold(func() { closeAll(held) })
+	h := s.srv.NewHold(func() { closeTaken(held) })
 	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
 	out.once = dlgrpc.DropOnce(h, out)
 	return out, nil
@@ -427,21 +470,20 @@ func (s *Server) checkInputs(meta ModelMetadata, ws []wireTensor) error {
 	return nil
 }
 
-// checkOutputs checks the outputs a request asks for against a model's
-// metadata: each one it lists (any, for a Dynamic model), once.
-func checkOutputs(meta ModelMetadata, asked []*pb.ModelInferRequest_InferRequestedOutputTensor) ([]string, error) {
-	var outputs []string
-	for _, o := range asked {
-		if _, ok := findMeta(meta.Outputs, o.GetName()); !ok && !meta.Dynamic {
-			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid,
+// checkOutputs checks the names of the outputs a request asks for
+// against a model's metadata: each one it lists (any, for a Dynamic
+// model), once.
+func checkOutputs(meta ModelMetadata, asked []string) error {
+	for i, name := range asked {
+		if _, ok := findMeta(meta.Outputs, name); !ok && !meta.Dynamic {
+			return &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", name), Err: ErrInvalid,
 				Why: fmt.Sprintf("the model has no such output (it has %s)", names(meta.Outputs))}
 		}
-		if o.GetName() == "" || slices.Contains(outputs, o.GetName()) {
-			return nil, &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", o.GetName()), Err: ErrInvalid, Why: "empty or asked for twice"}
+		if name == "" || slices.Contains(asked[:i], name) {
+			return &dlpack.FieldError{Field: "output", Value: fmt.Sprintf("%q", name), Err: ErrInvalid, Why: "empty or asked for twice"}
 		}
-		outputs = append(outputs, o.GetName())
 	}
-	return outputs, nil
+	return nil
 }
 
 func findMeta(ts []TensorMetadata, name string) (TensorMetadata, bool) {
