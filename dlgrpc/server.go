@@ -3,10 +3,12 @@ package dlgrpc
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,7 +19,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -140,31 +141,70 @@ func (s *Server) GracefulStop() { s.grpc.GracefulStop() }
 // admit runs when a call's headers arrive, before any of its messages
 // is read: it authenticates the caller and takes one of the
 // MaxConcurrentCalls places, given back when the call ends.
-func (s *Server) admit(ctx context.Context, info *tap.Info) (_ context.Context, err error) {
-	var principal string
-	err = SafeCall(s.opts.Logger, "the Authenticate hook", func() (err error) {
-		principal, err = s.authenticate(ctx, info)
-		return err
-	})
-	if errors.Is(err, ErrPanic) {
-		return nil, status.Errorf(codes.Internal, "%s: %v", s.service, err)
+func (s *Server) admit(ctx context.Context, info *tap.Info) (context.Context, error) {
+	var addr net.Addr
+	var state *tls.ConnectionState
+	if p, ok := peer.FromContext(ctx); ok {
+		addr = p.Addr
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			state = &ti.State
+		}
 	}
+	ctx, p, err := s.enter(ctx, info.FullMethodName, bearer(info.Header.Get("authorization")), addr, state)
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case s.calls <- struct{}{}:
-	default:
-		return nil, status.Errorf(codes.ResourceExhausted, "%s: %v: the server runs %d calls at once (MaxConcurrentCalls)", s.service, ErrLimit, cap(s.calls))
-	}
-	p := &place{calls: s.calls}
-	ctx = context.WithValue(context.WithValue(ctx, principalKey{}, principal), placeKey{}, p)
 	// The handler gives the place back when it returns, before its
 	// answer goes out; a call that ends before its handler runs gives it
 	// back when gRPC cancels its context, which it does for every call
 	// that ends.
 	context.AfterFunc(ctx, p.leave)
 	return ctx, nil
+}
+
+// AdmitHTTP admits an HTTP request as a gRPC call is admitted: it
+// authenticates the caller (Tokens or Authenticate, from the
+// "Authorization" header, the peer's address and the client certificate
+// TLS verified) and takes one of the MaxConcurrentCalls places, shared
+// with the gRPC calls. It returns the request's context, carrying the
+// principal (Principal), and the function that gives the place back,
+// which the handler calls when it is done. Its error is a gRPC status:
+// codes.Unauthenticated (or the hook's own), codes.ResourceExhausted,
+// codes.Internal for a hook that panicked. A service's REST handlers
+// call it before they read the request's body.
+func (s *Server) AdmitHTTP(r *http.Request) (ctx context.Context, done func(), err error) {
+	var addr net.Addr
+	if a, err := net.ResolveTCPAddr("tcp", r.RemoteAddr); err == nil {
+		addr = a
+	}
+	ctx, p, err := s.enter(r.Context(), r.Method+" "+r.URL.Path, bearer(r.Header.Values("Authorization")), addr, r.TLS)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ctx, p.leave, nil
+}
+
+// enter authenticates a call and takes its place among
+// MaxConcurrentCalls.
+func (s *Server) enter(ctx context.Context, method, token string, addr net.Addr, state *tls.ConnectionState) (context.Context, *place, error) {
+	var principal string
+	err := SafeCall(s.opts.Logger, "the Authenticate hook", func() (err error) {
+		principal, err = s.authenticate(ctx, method, token, addr, state)
+		return err
+	})
+	if errors.Is(err, ErrPanic) {
+		return nil, nil, status.Errorf(codes.Internal, "%s: %v", s.service, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	select {
+	case s.calls <- struct{}{}:
+	default:
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "%s: %v: the server runs %d calls at once (MaxConcurrentCalls)", s.service, ErrLimit, cap(s.calls))
+	}
+	p := &place{calls: s.calls}
+	return context.WithValue(context.WithValue(ctx, principalKey{}, principal), placeKey{}, p), p, nil
 }
 
 // place is a call's place among MaxConcurrentCalls, given back once.
@@ -188,19 +228,15 @@ func (p *place) leave() {
 
 // authenticate runs Authenticate, or checks the bearer token when Tokens
 // is set, and returns the principal.
-func (s *Server) authenticate(ctx context.Context, info *tap.Info) (string, error) {
+func (s *Server) authenticate(ctx context.Context, method, token string, addr net.Addr, state *tls.ConnectionState) (string, error) {
 	if s.opts.Authenticate == nil && s.opts.Tokens == nil {
 		return "", nil
 	}
-	token := bearer(info.Header)
 	if s.opts.Authenticate != nil {
-		req := AuthRequest{Method: info.FullMethodName, Token: token}
-		if p, ok := peer.FromContext(ctx); ok {
-			req.Addr = p.Addr
-			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
-				req.Chains = ti.State.VerifiedChains
-				req.Certificate = req.Chains[0][0]
-			}
+		req := AuthRequest{Method: method, Token: token, Addr: addr}
+		if state != nil && len(state.VerifiedChains) > 0 {
+			req.Chains = state.VerifiedChains
+			req.Certificate = req.Chains[0][0]
 		}
 		p, err := s.opts.Authenticate(ctx, req)
 		if err != nil {
@@ -226,10 +262,11 @@ func (s *Server) authenticate(ctx context.Context, info *tap.Info) (string, erro
 	return principal, nil
 }
 
-// bearer is the bearer token of the metadata, "" when it has none.
-func bearer(md metadata.MD) string {
+// bearer is the bearer token of the authorization values, "" when
+// they have none.
+func bearer(values []string) string {
 	var token string
-	for _, v := range md.Get("authorization") {
+	for _, v := range values {
 		// the scheme is case-insensitive (RFC 9110 11.1): "bearer" too
 		if len(v) > len("Bearer ") && strings.EqualFold(v[:len("Bearer ")], "Bearer ") {
 			token = v[len("Bearer "):]
