@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/godlpack/dlpack"
@@ -19,6 +20,10 @@ type Client struct {
 	opts   dlgrpc.ClientOptions
 	pc     pb.GRPCInferenceServiceClient
 	closed atomic.Bool
+	// regions are the Regions registered through this client
+	// (RegisterRegion): an input in one goes by reference.
+	regionsMu sync.RWMutex
+	regions   map[string]*Region
 }
 
 // Dial makes a Client of the server at addr ("host:port"); the
@@ -202,6 +207,12 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
 		}
 		held = append(held, t)
+		if in.Region == "" && len(t.data) > 0 {
+			// a tensor in a registered Region goes by reference
+			if name, off, ok := c.regionOf(t.data); ok {
+				in.Region, in.Offset = name, uint64(off)
+			}
+		}
 		if in.Region != "" {
 			params = withRegion(params, in.Region, in.Offset, uint64(len(t.data)))
 		} else {

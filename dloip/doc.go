@@ -72,7 +72,13 @@
 // tritonclient.utils.shared_memory makes such regions), and the Client
 // uses it (RegisterSystemSharedMemory, Input.Region,
 // RequestedOutput.Region): a client on the same host names a region, an
-// offset and a byte size instead of sending a tensor's bytes. The server
+// offset and a byte size instead of sending a tensor's bytes. From Go, a
+// Region does it in a few calls: CreateRegion creates, sizes and maps
+// one, Region.Tensor views a tensor in it, Client.RegisterRegion
+// registers it, and from then on an Input whose tensor lies in it goes
+// by reference (its region, offset and byte size; none of its bytes on
+// the wire), found by its address; Region.Close removes the object, the
+// mapping going with the last tensor of it. The server
 // maps each registered span of the POSIX shared-memory object (a file
 // under /dev/shm, such as one tensorfile.CreateNPY made) once, checking
 // that the object holds it. A key names a file directly in /dev/shm (one
