@@ -168,7 +168,9 @@ func (t *regionTensor) DescribeTensor(d *dlpack.Description) error {
 func (t *regionTensor) DLPackDevice() dlpack.Device { return dlpack.CPUDevice }
 
 // DLPack implements dlpack.Producer.
-func (t *regionTensor) DLPack(req dlpack.Request) (dlpack.Managed, error) { return dlpack.Produce(t, req) }
+func (t *regionTensor) DLPack(req dlpack.Request) (dlpack.Managed, error) {
+	return dlpack.Produce(t, req)
+}
 
 // RegisterRegion registers r with the server as the region name
 // (RegisterSystemSharedMemory of its key, whole), and remembers it: from
