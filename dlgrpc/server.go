@@ -37,8 +37,11 @@ type Server struct {
 	// calls holds a token per call running (MaxConcurrentCalls).
 	calls chan struct{}
 	// held counts the buffers of sent tensors gRPC holds, over every
-	// call (Held).
-	held atomic.Int64
+	// call (Held). It is an allocation of its own: the buffers' cleanups
+	// reach it (through their Hold), and must not reach the Server, from
+	// which gRPC's transports and so the buffers themselves are
+	// reachable (a cleanup that reaches its object never runs).
+	held *atomic.Int64
 }
 
 type principalKey struct{}
@@ -70,7 +73,7 @@ func NewServer(service string, opts ServerOptions, defaultMaxMessage, minSend in
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &Server{service: service, opts: opts, conns: conns{m: map[string]net.Conn{}}, calls: make(chan struct{}, opts.MaxConcurrentCalls)}
+	s := &Server{service: service, opts: opts, conns: conns{m: map[string]net.Conn{}}, calls: make(chan struct{}, opts.MaxConcurrentCalls), held: new(atomic.Int64)}
 	window, connWindow, rbuf, wbuf := opts.Transport.sizes(opts.MaxMessageBytes)
 	gopts := []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
@@ -315,7 +318,7 @@ func (s *Server) panicStatus(method string, r any) error {
 // Held.
 func (s *Server) NewHold(release func()) *Hold {
 	h := NewHold(release, s.opts.Logger)
-	h.all = &s.held
+	h.all = s.held
 	return h
 }
 
