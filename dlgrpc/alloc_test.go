@@ -3,6 +3,8 @@ package dlgrpc
 import (
 	"testing"
 	"unsafe"
+
+	"google.golang.org/grpc/mem"
 )
 
 // TestBodyClass: every class holds its size, wastes at most an eighth of
@@ -72,19 +74,36 @@ func TestBodyAllocator(t *testing.T) {
 // TestFramePool: frame-sized buffers are reused as they were left (gRPC
 // overwrites them whole); other sizes come from gRPC's default pool.
 func TestFramePool(t *testing.T) {
-	for _, n := range []int{frameBytes/2 + 1, 12345, frameBytes} {
+	for _, n := range []int{frameBytes/4 + 1, frameBytes/2 + 1, 12345, frameBytes} {
 		b := frames.Get(n)
 		if len(*b) != n || cap(*b) != frameBytes {
 			t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))
 		}
 		frames.Put(b)
 	}
-	for _, n := range []int{10, frameBytes / 2, frameBytes + 1, 1 << 20} {
+	for _, n := range []int{10, frameBytes / 4, frameBytes + 1, 1 << 20} {
 		b := frames.Get(n)
 		if len(*b) != n {
 			t.Fatalf("Get(%d): len %d", n, len(*b))
 		}
 		frames.Put(b)
+	}
+}
+
+// TestFramePoolTier: the sizes the frame pool hands out are exactly
+// those for which gRPC's default pool hands out buffers of 16 KiB. Were
+// the default pool to hand out such buffers for a size this pool leaves
+// to it, every one would come back here on Put and never return there:
+// the default pool would make a new buffer for every frame of that size.
+func TestFramePoolTier(t *testing.T) {
+	def := mem.DefaultBufferPool()
+	for n := 1; n <= 2*frameBytes; n++ {
+		b := def.Get(n)
+		ours := n > frameBytes/4 && n <= frameBytes
+		if (cap(*b) == frameBytes) != ours {
+			t.Fatalf("the default pool's buffer for %d bytes has capacity %d; the frame pool hands out %d-byte buffers itself: %v", n, cap(*b), n, ours)
+		}
+		def.Put(b)
 	}
 }
 
