@@ -9,6 +9,7 @@ require (
 	github.com/godlpack/dlpack/dlflight v0.1.0
 	github.com/godlpack/dlpack/dlgomlx v0.1.0
 	github.com/godlpack/dlpack/dlgonum v0.1.0
+	github.com/godlpack/dlpack/dlgrpc v0.1.0
 	github.com/gomlx/gomlx v0.26.0
 	gonum.org/v1/gonum v0.17.0
 )
@@ -17,7 +18,6 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/goccy/go-json v0.10.6 // indirect
-	github.com/godlpack/dlpack/dlgrpc v0.1.0 // indirect
 	github.com/google/flatbuffers v25.12.19+incompatible // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
