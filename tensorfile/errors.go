@@ -55,6 +55,6 @@ func renamed(err error, field string) error {
 	return err
 }
 
-// ErrChecksum: the bytes of an .npz member disagree with the CRC-32 its
-// archive records for them.
+// ErrChecksum is the error of bytes that disagree with the checksum
+// their format records for them: an .npz member and its CRC-32.
 var ErrChecksum = errors.New("tensorfile: checksum mismatch")
