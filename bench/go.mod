@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/godlpack/dlpack v0.1.0
 	github.com/godlpack/dlpack/dlflight v0.1.0
+	github.com/godlpack/dlpack/dloip v0.1.0
 )
 
 require (
