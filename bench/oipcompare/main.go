@@ -84,8 +84,12 @@ func main() {
 	cleanup = append(cleanup, func() { kc.Close() })
 	for _, step := range []func() error{
 		func() error { return goClient(&t, "Go client → kserve server", kc, "echo", "x", nil) },
-		func() error { return peer(&t, "kserve client → kserve server", "kserve", kaddr, "echo", "x", plan(sizes)...) },
-		func() error { return peer(&t, "tritonclient → kserve server", "triton", kaddr, "echo", "x", plan(sizes)...) },
+		func() error {
+			return peer(&t, "kserve client → kserve server", "kserve", kaddr, "echo", "x", plan(sizes)...)
+		},
+		func() error {
+			return peer(&t, "tritonclient → kserve server", "triton", kaddr, "echo", "x", plan(sizes)...)
+		},
 	} {
 		if err := step(); err != nil {
 			fail(err)
