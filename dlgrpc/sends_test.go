@@ -153,7 +153,7 @@ func TestWatchSends(t *testing.T) {
 	// One message the reader does not read, and the handler back to
 	// waiting for the next: gRPC holds the message's buffer (its Hold is
 	// Within the call's), which counts as a send under way.
-	s, addr, released, ended = sendsServer(t, ServerOptions{StallTimeout: stall, Transport: Transport{WindowBytes: 64 << 10}}, 1, false)
+	_, addr, released, ended = sendsServer(t, ServerOptions{StallTimeout: stall, Transport: Transport{WindowBytes: 64 << 10}}, 1, false)
 	cs = sendsStream(t, addr)
 	if err := cs.SendMsg(&emptypb.Empty{}); err != nil {
 		t.Fatal(err)

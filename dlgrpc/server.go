@@ -533,6 +533,7 @@ func (s *Server) WatchSends(ctx context.Context, h *Hold) (stop func()) {
 	h.onlyBusy = true
 	return s.WatchStall(ctx, h)
 }
+
 // reclaimWait bounds how long the end of a stalled call collects
 // garbage to find the bytes gRPC dropped.
 const reclaimWait = 10 * time.Second
