@@ -74,7 +74,7 @@ FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
 FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
 	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile \
-	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse \
+	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse ./dloip:FuzzStreamResponse \
 	./dlflight:FuzzFlightData ./dlflight:FuzzTicket ./dlflight:FuzzFlightInfo ./dlflight:FuzzSchema
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
@@ -319,9 +319,9 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installe
 	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
 	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
 	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
-	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory"
-	DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(MUSTPASS) -all -show 'bit for bit|load:|1 GiB' \
-		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge) -- -count=1
+	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory; streaming: tritonclient's stream -> our server, our client -> a Python grpcio stream server"
+	DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(MUSTPASS) -all -show 'bit for bit|load:|1 GiB|stream' \
+		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge TestPeersTritonStream TestPeersPythonStreamServer) -- -count=1
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	$(ONNX_ENV) $(MUSTPASS) -all -show 'bit for bit' ./dloip/oiponnx:TestSideBySidePython -- -count=1
@@ -357,7 +357,10 @@ compare-onnx: $(VENV)/.installed
 
 # dloip beside kserve's ModelServer and the Python clients (kserve,
 # tritonclient): one FP32 tensor there and back at 4 KiB, 1 MiB, 64 MiB,
-# medians, with memcpy and Go over shared memory; a Markdown table.
+# medians, with memcpy and Go over shared memory; and streaming, 1,000
+# responses of 16 bytes to one request, per response, our client and
+# tritonclient against our server and a Python grpcio one, taking turns;
+# Markdown tables.
 compare: compare-oip
 compare-oip: $(VENV_OIP)/.installed
 	$(GO) run ./bench/oipcompare -python $(CURDIR)/$(VENV_OIP)/bin/python -scripts dloip/testdata

@@ -15,7 +15,8 @@
 //     receiving, each tensor's bytes are copied once into aligned memory,
 //     and every other field goes to protobuf (Decode), by protobuf's
 //     exact rules, so that no message means one thing to a peer and
-//     another here.
+//     another here; the same for tensors in a message that another wraps
+//     (Writer.Nested, DecodePath: an inference stream's responses).
 //   - The server (Server): authentication (bearer tokens, an
 //     Authenticate hook that sees the token, the peer address and the
 //     verified client certificate) before any message of a call is read,

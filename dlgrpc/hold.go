@@ -32,6 +32,12 @@ type Hold struct {
 	// all, when set, counts the buffers gRPC holds over every call of
 	// a server (Server.Held).
 	all *atomic.Int64
+	// parent, when set, counts h's buffers and progress too (Within).
+	parent *Hold
+	// sending counts the sends under way (Sending).
+	sending atomic.Int64
+	// onlyBusy: the watch of h counts only busy time (WatchSends).
+	onlyBusy bool
 }
 
 // NewHold makes a Hold with one reference, its maker's, whose last drop
@@ -53,6 +59,29 @@ func (h *Hold) Drop() {
 
 // Sent counts a message handed to gRPC, as progress.
 func (h *Hold) Sent() { h.progress.Add(1) }
+
+// Within makes parent count h's buffers and progress too (its Pending,
+// Progress, Wait and idleness), not its references: a stream that sends
+// each message with a Hold of its own (the memory of that message's
+// tensors) is watched as one (Server.WatchSends). Call it before a
+// message of h is marshalled.
+func (h *Hold) Within(parent *Hold) { h.parent = parent }
+
+// Sending marks a send under way on h's call, until the returned
+// function is called: a message being handed to gRPC, which blocks
+// while the peer does not read. Server.WatchSends counts a call's time
+// without progress only while a send is under way or gRPC holds its
+// buffers. The end of a send counts as progress.
+func (h *Hold) Sending() (done func()) {
+	h.sending.Add(1)
+	return func() {
+		h.sending.Add(-1)
+		h.progress.Add(1)
+	}
+}
+
+// busy reports whether a send is under way or gRPC holds a buffer.
+func (h *Hold) busy() bool { return h.sending.Load() > 0 || h.Pending() > 0 }
 
 // Progress is the count of messages sent and buffers freed so far.
 func (h *Hold) Progress() int64 { return h.progress.Load() }
@@ -93,25 +122,36 @@ func (h *Hold) add() {
 	if h.all != nil {
 		h.all.Add(1)
 	}
-	h.mu.Lock()
-	if h.n == 0 {
-		h.idle = make(chan struct{})
+	h.count(1)
+	if h.parent != nil {
+		h.parent.count(1)
 	}
-	h.n++
-	h.mu.Unlock()
 }
 
 func (h *Hold) done() {
-	h.progress.Add(1)
 	if h.all != nil {
 		h.all.Add(-1)
 	}
+	h.count(-1)
+	if h.parent != nil {
+		h.parent.count(-1)
+	}
+	h.Drop()
+}
+
+// count adds d to the buffers gRPC holds (a buffer freed is progress).
+func (h *Hold) count(d int) {
+	if d < 0 {
+		h.progress.Add(1)
+	}
 	h.mu.Lock()
-	if h.n--; h.n == 0 {
+	if d > 0 && h.n == 0 {
+		h.idle = make(chan struct{})
+	}
+	if h.n += d; h.n == 0 {
 		close(h.idle)
 	}
 	h.mu.Unlock()
-	h.Drop()
 }
 
 // keepBuffer makes a gRPC buffer of p (memory h keeps) without copying

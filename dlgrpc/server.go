@@ -229,6 +229,22 @@ func (p *place) leave() {
 	}
 }
 
+// TakePlace takes one more of the MaxConcurrentCalls places, as a call
+// takes its own, for a call that runs more than one piece of work at
+// once (a stream's second request in flight): ok is false when none is
+// free. leave gives it back, once. A call's own place is taken when it
+// is admitted; TakePlace is for the work beyond it, so that
+// MaxConcurrentCalls bounds what runs at once, streams included.
+func (s *Server) TakePlace() (leave func(), ok bool) {
+	select {
+	case s.calls <- struct{}{}:
+		p := &place{calls: s.calls}
+		return p.leave, true
+	default:
+		return nil, false
+	}
+}
+
 // authenticate runs Authenticate, or checks the bearer token when Tokens
 // is set, and returns the principal.
 func (s *Server) authenticate(ctx context.Context, method, token string, addr net.Addr, state *tls.ConnectionState) (string, error) {
@@ -435,6 +451,7 @@ func (c *conns) get(addr net.Addr) *trackedConn {
 // the function the handler calls when it returns. With a negative
 // StallTimeout it watches nothing.
 func (s *Server) WatchStall(ctx context.Context, h *Hold) (stop func()) {
+
 	timeout := s.opts.StallTimeout
 	if timeout < 0 {
 		return func() {}
@@ -490,7 +507,7 @@ func (s *Server) WatchStall(ctx context.Context, h *Hold) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			if p := progress(); p != last {
+			if p := progress(); p != last || h.onlyBusy && !h.busy() {
 				last, at = p, time.Now()
 				continue
 			}
@@ -505,6 +522,19 @@ func (s *Server) WatchStall(ctx context.Context, h *Hold) (stop func()) {
 		}
 	}()
 	return func() { close(stopped) }
+}
+
+// WatchSends is WatchStall for a call that sends now and then and may
+// wait between sends (for its peer's next message, for a model's next
+// response): only the time in which a send is under way (Hold.Sending)
+// or gRPC holds buffers of h (or of a Hold Within it) counts as time
+// without progress, so a call that is idle is not stalled, and a peer
+// that stops reading while the call sends to it is cut after
+// StallTimeout. h usually has no release of its own: each message's
+// tensors are held by a Hold Within h.
+func (s *Server) WatchSends(ctx context.Context, h *Hold) (stop func()) {
+	h.onlyBusy = true
+	return s.WatchStall(ctx, h)
 }
 
 // reclaimWait bounds how long the end of a stalled call collects

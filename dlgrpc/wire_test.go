@@ -21,8 +21,10 @@ import (
 
 // testMessage is a message of the shape the services' large messages
 // have: strings, a repeated int64, a nested message, a map, and a
-// repeated bytes field (7) of tensor bytes.
-var testMessage = func() protoreflect.MessageDescriptor {
+// repeated bytes field (7) of tensor bytes. testOuter wraps one, as an
+// inference stream's response wraps a response: a string (1) and the
+// message (2).
+var testMessage, testOuter = func() (protoreflect.MessageDescriptor, protoreflect.MessageDescriptor) {
 	opt := descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL
 	rep := descriptorpb.FieldDescriptorProto_LABEL_REPEATED
 	field := func(name string, num int32, label descriptorpb.FieldDescriptorProto_Label, typ descriptorpb.FieldDescriptorProto_Type, msg string) *descriptorpb.FieldDescriptorProto {
@@ -50,14 +52,23 @@ var testMessage = func() protoreflect.MessageDescriptor {
 					field("raw", 7, opt, descriptorpb.FieldDescriptorProto_TYPE_BYTES, ""),
 				},
 			}},
+		}, {
+			Name: proto.String("Outer"),
+			Field: []*descriptorpb.FieldDescriptorProto{
+				field("error", 1, opt, descriptorpb.FieldDescriptorProto_TYPE_STRING, ""),
+				field("request", 2, opt, descriptorpb.FieldDescriptorProto_TYPE_MESSAGE, ".dlgrpctest.Request"),
+			},
 		}},
 	}
 	f, err := protodesc.NewFile(fd, nil)
 	if err != nil {
 		panic(err)
 	}
-	return f.Messages().Get(0)
+	return f.Messages().Get(0), f.Messages().Get(1)
 }()
+
+// outerField is testOuter's field that holds a testMessage.
+const outerField = 2
 
 const rawField = 7
 
@@ -96,6 +107,92 @@ func decodeBoth(t testing.TB, b []byte, piece int) {
 	if !proto.Equal(got, want) {
 		t.Fatalf("% x: Decode reads %v, protobuf %v", b, got, want)
 	}
+}
+
+// decodeNestedBoth decodes b as a testOuter with protobuf and with
+// DecodePath (the tensor field inside the wrapped message), and fails
+// unless both accept it and mean the same message, or both refuse it.
+func decodeNestedBoth(t testing.TB, b []byte, piece int) {
+	t.Helper()
+	want := dynamicpb.NewMessage(testOuter)
+	errWant := proto.Unmarshal(b, want)
+	var data mem.BufferSlice
+	for i := 0; i < len(b); i += piece {
+		data = append(data, mem.SliceBuffer(b[i:min(len(b), i+piece)]))
+	}
+	got := dynamicpb.NewMessage(testOuter)
+	var raws [][]byte
+	err := DecodePath(data, []protowire.Number{outerField, rawField}, func(n int) ([]byte, error) {
+		r := make([]byte, n)
+		raws = append(raws, r)
+		return r, nil
+	}, got)
+	if (err == nil) != (errWant == nil) {
+		t.Fatalf("% x: protobuf says %v, DecodePath %v", b, errWant, err)
+	}
+	if err != nil {
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("% x: %v does not wrap ErrMalformed", b, err)
+		}
+		return
+	}
+	if len(raws) > 0 {
+		inner := got.Mutable(testOuter.Fields().ByNumber(outerField)).Message()
+		list := inner.Mutable(testMessage.Fields().ByNumber(rawField)).List()
+		for _, r := range raws {
+			list.Append(protoreflect.ValueOfBytes(r))
+		}
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("% x: DecodePath reads %v, protobuf %v", b, got, want)
+	}
+}
+
+// DecodePath means what protobuf means for a message wrapped in another:
+// every case of TestDecodeMatchesProtobuf as the wrapped message, the
+// wrapped message given twice (protobuf merges the two, raw contents of
+// both in order), a wrapped message whose length runs beyond the outer
+// one, and a tensor field whose length runs beyond the wrapped message
+// but not beyond the outer one.
+func TestDecodePathMatchesProtobuf(t *testing.T) {
+	cases := nestedCases()
+	for _, c := range cases {
+		for _, piece := range []int{1, 3, 7, 1 << 20} {
+			decodeNestedBoth(t, c, piece)
+		}
+	}
+	// one of them is well formed and has tensor bytes, or this tests
+	// nothing
+	m := dynamicpb.NewMessage(testOuter)
+	if err := proto.Unmarshal(cases[1], m); err != nil || m.Get(testOuter.Fields().ByNumber(outerField)).Message().Get(testMessage.Fields().ByNumber(rawField)).List().Len() != 6 {
+		t.Fatalf("the merged case: %v", err)
+	}
+}
+
+func nestedCases() [][]byte {
+	tag := func(num protowire.Number, typ protowire.Type) []byte { return protowire.AppendTag(nil, num, typ) }
+	wrap := func(b []byte) []byte {
+		return protowire.AppendBytes(tag(outerField, protowire.BytesType), b)
+	}
+	good := decodeCases()[0]
+	cases := [][]byte{
+		wrap(good),
+		// twice, with a string between: merged
+		bytes.Join([][]byte{wrap(good), protowire.AppendString(tag(1, protowire.BytesType), "error"), wrap(good)}, nil),
+		// the wrapped message's length beyond the outer message
+		append(tag(outerField, protowire.BytesType), 0x7f, 1, 2),
+		// a tensor field of 5 bytes in a wrapped message of 3, with
+		// bytes after it in the outer message
+		append(wrap(append(tag(rawField, protowire.BytesType), 5, 1)), 1, 2, 3, 4, 5),
+		// the outer field under another wire type
+		append(tag(outerField, protowire.VarintType), 1),
+		// an empty wrapped message
+		wrap(nil),
+	}
+	for _, c := range decodeCases() {
+		cases = append(cases, wrap(c), append(wrap(c), c...))
+	}
+	return cases
 }
 
 // Decode means what protobuf means, for messages protobuf-go writes and
@@ -173,13 +270,16 @@ func decodeCases() [][]byte {
 }
 
 // FuzzDecode: on any bytes, Decode and protobuf's decoder agree on
-// whether the message is well formed and, when it is, on what it holds.
+// whether the message is well formed and, when it is, on what it holds;
+// and so do DecodePath and protobuf on the same bytes as a message that
+// wraps one.
 func FuzzDecode(f *testing.F) {
-	for _, c := range decodeCases() {
+	for _, c := range append(decodeCases(), nestedCases()...) {
 		f.Add(c, uint8(7))
 	}
 	f.Fuzz(func(t *testing.T, b []byte, piece uint8) {
 		decodeBoth(t, b, int(piece)%32+1)
+		decodeNestedBoth(t, b, int(piece)%32+1)
 	})
 }
 
@@ -248,6 +348,87 @@ func TestWriterShares(t *testing.T) {
 	if h.refs.Load() != 1 || released != 0 {
 		t.Fatalf("after gRPC's free: %d references, released %d", h.refs.Load(), released)
 	}
+	h.Drop()
+	if released != 1 {
+		t.Fatalf("released %d times", released)
+	}
+}
+
+// TestWriterNested: a message that wraps one with tensor fields, two
+// levels deep, is written with its large tensor parts shared at both
+// levels, the same bytes as the copied form's, which protobuf reads as
+// the message they stand for.
+func TestWriterNested(t *testing.T) {
+	values := make([]byte, 1<<20)
+	for i := range values {
+		values[i] = byte(i * 5)
+	}
+	deep := make([]byte, ZeroCopyPart)
+	for i := range deep {
+		deep[i] = byte(i * 3)
+	}
+	label := dynamicpb.NewMessage(testMessage.Fields().ByNumber(3).Message())
+	label.Set(label.Descriptor().Fields().ByNumber(1), protoreflect.ValueOfString("deep"))
+	head := dynamicpb.NewMessage(testMessage)
+	head.Set(testMessage.Fields().ByNumber(1), protoreflect.ValueOfString("x"))
+	outerHead := dynamicpb.NewMessage(testOuter)
+	outerHead.Set(testOuter.Fields().ByNumber(1), protoreflect.ValueOfString("e"))
+	build := func(h *Hold) *Writer {
+		w := NewWriter(h)
+		w.Message(outerHead)
+		n := w.Nested(outerField)
+		n.Message(head)
+		n.Tensor(rawField, [][]byte{values}, nil)
+		d := n.Nested(3)
+		d.Message(label)
+		d.Tensor(rawField, [][]byte{deep}, nil)
+		n.Tensor(rawField, [][]byte{{1, 2}}, nil)
+		w.Nested(outerField) // an empty one: protobuf merges it
+		return w
+	}
+	copied, err := build(nil).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := copied.Materialize()
+	copied.Free()
+	// the message the bytes stand for, built by protobuf
+	exp := dynamicpb.NewMessage(testOuter)
+	exp.Set(testOuter.Fields().ByNumber(1), protoreflect.ValueOfString("e"))
+	in := exp.Mutable(testOuter.Fields().ByNumber(outerField)).Message()
+	in.Set(testMessage.Fields().ByNumber(1), protoreflect.ValueOfString("x"))
+	raws := in.Mutable(testMessage.Fields().ByNumber(rawField)).List()
+	raws.Append(protoreflect.ValueOfBytes(values))
+	raws.Append(protoreflect.ValueOfBytes([]byte{1, 2}))
+	el := in.Mutable(testMessage.Fields().ByNumber(3)).List().AppendMutable().Message()
+	el.Set(el.Descriptor().Fields().ByNumber(1), protoreflect.ValueOfString("deep"))
+	el.Set(el.Descriptor().Fields().ByNumber(7), protoreflect.ValueOfBytes(deep))
+	back := dynamicpb.NewMessage(testOuter)
+	if err := proto.Unmarshal(want, back); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(back, exp) {
+		t.Fatalf("protobuf reads %v", back)
+	}
+	released := 0
+	h := NewHold(func() { released++ }, nil)
+	shared, err := build(h).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shared.Materialize(); !bytes.Equal(got, want) {
+		t.Fatalf("shared form: %d bytes, differ from the copied form's %d", len(got), len(want))
+	}
+	found := 0
+	for _, b := range shared {
+		if d := b.ReadOnlyData(); len(d) > 0 && (unsafe.SliceData(d) == unsafe.SliceData(values) || unsafe.SliceData(d) == unsafe.SliceData(deep)) {
+			found++
+		}
+	}
+	if found != 2 || h.Pending() != 2 {
+		t.Fatalf("%d buffers, %d of them the values themselves, %d pending", len(shared), found, h.Pending())
+	}
+	shared.Free()
 	h.Drop()
 	if released != 1 {
 		t.Fatalf("released %d times", released)

@@ -139,14 +139,19 @@ type RequestedOutput struct {
 	Memory     []byte
 }
 
-// InferResponse is the answer to an Infer: the model and version that
-// ran, the request id, parameters and the outputs. Close it when done.
+// InferResponse is the answer to an Infer, or one of the responses to a
+// request on a stream: the model and version that ran, the request id,
+// parameters and the outputs. Final marks the last response to its
+// request: always that of an Infer; on a stream, the one whose
+// parameter "triton_final_response" (ParamFinal) is true. Close it when
+// done.
 type InferResponse struct {
 	Model      string
 	Version    string
 	ID         string
 	Parameters Parameters
 	Outputs    []*Tensor
+	Final      bool
 }
 
 // Output is the output named name, nil when there is none.
@@ -181,30 +186,60 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if err := c.errIfClosed(fmt.Sprintf("infer %q", req.Model)); err != nil {
 		return nil, err
 	}
-	msg := &pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
-	var err error
-	if msg.Parameters, err = req.Parameters.toPB("parameters"); err != nil {
-		return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+	msg, raws, mapped, held, err := c.message(req)
+	if err != nil {
+		return nil, err
 	}
-	held := make([]taken, 0, len(req.Inputs))
-	raws := make([][]byte, 0, len(req.Inputs))
-	var mapped []bool
+	h := c.conn.NewHold(func() { closeAll(held) })
+	defer h.Drop()
+	in := newInInfer(new(pb.ModelInferResponse), fieldRawOutput, c.opts.Allocator, c.opts.MaxTensorBytes)
+	out := newOutInfer(msg, fieldRawInput, raws, mapped, h)
+	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, out, in); err != nil {
+		if out.err != nil {
+			return nil, fmt.Errorf("dloip: infer %q: input: %w", req.Model, out.err)
+		}
+		return nil, err
+	}
+	if in.err != nil {
+		in.freeRest()
+		return nil, fmt.Errorf("dloip: infer %q: response: %w", req.Model, in.err)
+	}
+	resp, err := c.responseOf(req, in.msg.(*pb.ModelInferResponse), in)
+	if err != nil {
+		return nil, err
+	}
+	resp.Final = true
+	return resp, nil
+}
+
+// message makes the ModelInferRequest of req, its raw contents each an
+// input's own memory (mapped[i]: raws[i] lies in a file mapping), and
+// takes the inputs, which the caller releases (closeAll) once they are
+// sent; on error nothing is held.
+func (c *Client) message(req *InferRequest) (msg *pb.ModelInferRequest, raws [][]byte, mapped []bool, held []taken, err error) {
+	msg = &pb.ModelInferRequest{ModelName: req.Model, ModelVersion: req.Version, Id: req.ID}
+	if msg.Parameters, err = req.Parameters.toPB("parameters"); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+	}
+	held = make([]taken, 0, len(req.Inputs))
+	raws = make([][]byte, 0, len(req.Inputs))
+	fail := func(err error) (*pb.ModelInferRequest, [][]byte, []bool, []taken, error) {
+		closeAll(held)
+		return nil, nil, nil, nil, err
+	}
 	seen := map[string]bool{}
 	for _, in := range req.Inputs {
 		if in.Name == "" || seen[in.Name] {
-			closeAll(held)
-			return nil, &dlpack.FieldError{Field: "input name", Value: fmt.Sprintf("%q", in.Name), Err: ErrInvalid, Why: "empty or given twice"}
+			return fail(&dlpack.FieldError{Field: "input name", Value: fmt.Sprintf("%q", in.Name), Err: ErrInvalid, Why: "empty or given twice"})
 		}
 		seen[in.Name] = true
 		params, err := in.Parameters.toPB(fmt.Sprintf("input %q: parameters", in.Name))
 		if err != nil {
-			closeAll(held)
-			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+			return fail(fmt.Errorf("dloip: infer %q: %w", req.Model, err))
 		}
 		t, err := take("input", in.Name, in.Tensor)
 		if err != nil {
-			closeAll(held)
-			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+			return fail(fmt.Errorf("dloip: infer %q: %w", req.Model, err))
 		}
 		held = append(held, t)
 		if in.Region == "" && len(t.data) > 0 {
@@ -224,28 +259,14 @@ func (c *Client) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	for _, o := range req.Outputs {
 		params, err := o.Parameters.toPB(fmt.Sprintf("output %q: parameters", o.Name))
 		if err != nil {
-			closeAll(held)
-			return nil, fmt.Errorf("dloip: infer %q: %w", req.Model, err)
+			return fail(fmt.Errorf("dloip: infer %q: %w", req.Model, err))
 		}
 		if o.Region != "" {
 			params = withRegion(params, o.Region, o.Offset, uint64(len(o.Memory)))
 		}
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferRequest_InferRequestedOutputTensor{Name: o.Name, Parameters: params})
 	}
-	h := c.conn.NewHold(func() { closeAll(held) })
-	defer h.Drop()
-	in := newInInfer(new(pb.ModelInferResponse), fieldRawOutput, c.opts.Allocator, c.opts.MaxTensorBytes)
-	out := newOutInfer(msg, fieldRawInput, raws, mapped, h)
-	if err := c.conn.Invoke(c.ctx(ctx), methodInfer, out, in); err != nil {
-		if out.err != nil {
-			return nil, fmt.Errorf("dloip: infer %q: input: %w", req.Model, out.err)
-		}
-		return nil, err
-	}
-	if in.err != nil {
-		return nil, fmt.Errorf("dloip: infer %q: response: %w", req.Model, in.err)
-	}
-	return c.responseOf(req, in)
+	return msg, raws, mapped, held, nil
 }
 
 // withRegion adds the shared-memory parameters of a tensor.
@@ -259,13 +280,12 @@ func withRegion(params map[string]*pb.InferParameter, region string, off, n uint
 	return params
 }
 
-// responseOf checks and converts a received response: every size it
-// declares is checked against what it carries, and against
-// MaxTensorBytes, before anything is allocated.
-func (c *Client) responseOf(req *InferRequest, in *inInfer) (*InferResponse, error) {
+// responseOf checks and converts r, a received response whose raw
+// contents in holds: every size it declares is checked against what it
+// carries, and against MaxTensorBytes, before anything is allocated.
+func (c *Client) responseOf(req *InferRequest, r *pb.ModelInferResponse, in *inInfer) (*InferResponse, error) {
 	defer in.freeRest()
 	model := req.Model
-	r := in.msg.(*pb.ModelInferResponse)
 	ws := make([]wireTensor, len(r.Outputs))
 	for i, o := range r.Outputs {
 		ws[i] = wireTensor{name: o.GetName(), datatype: o.GetDatatype(), shape: o.GetShape(), params: o.GetParameters(), contents: o.GetContents()}

@@ -19,7 +19,8 @@
 // The service is inference.GRPCInferenceService as the protocol defines
 // it (internal/pb/oip.proto, checked field by field against kserve's and
 // tritonclient's own definitions by make oip): ServerLive, ServerReady,
-// ModelReady, ServerMetadata, ModelMetadata and ModelInfer. A tensor
+// ModelReady, ServerMetadata, ModelMetadata and ModelInfer, and Triton's
+// ModelStreamInfer (see Streaming). A tensor
 // travels as raw contents (raw_input_contents, raw_output_contents): one
 // flat row-major little-endian blob per tensor, in the order of the
 // tensors. Datatypes: BOOL, UINT8..UINT64, INT8..INT64, FP16, BF16, FP32,
@@ -123,8 +124,9 @@
 // its verified client certificate (dlgrpc.AuthRequest); either runs
 // when a call's headers arrive, before any of its messages is read.
 // Options.Allow is the policy (codes.PermissionDenied): dlgrpc.OpRead
-// for ModelReady and ModelMetadata, dlgrpc.OpInfer for ModelInfer, with
-// the model's name, and dlgrpc.OpSharedMemory with a region's. A panic
+// for ModelReady and ModelMetadata, dlgrpc.OpInfer for ModelInfer and
+// for each request of a stream, with the model's name, and
+// dlgrpc.OpSharedMemory with a region's. A panic
 // in a hook, a model or an output's Release fails that call alone with
 // codes.Internal and is reported to Options.Logger; the server serves
 // on.
@@ -154,6 +156,64 @@
 // codes.NotFound. The client checks responses the same way (errors
 // wrapping ErrInvalid, ErrDatatype, ErrShape, dlgrpc.ErrMalformed). A
 // client that hangs up mid-request leaves nothing held.
+//
+// # Streaming
+//
+// The Server implements Triton's streaming inference (ModelStreamInfer,
+// which tritonclient's start_stream and async_stream_infer call): a
+// client sends any number of requests on one stream, and each is
+// answered by one response or, from a StreamModel (Triton's decoupled
+// models, an LLM that streams its tokens; RegisterStream, StreamFunc),
+// by any number of them. Every response carries the parameter
+// "triton_final_response" (ParamFinal), true on its request's last; a
+// StreamModel that ends a request without a response of its own sends
+// an empty final response only when the request sets
+// "triton_enable_empty_final_response" (ParamEmptyFinal), as Triton
+// does. A Model on a stream answers one response, final, and requests
+// to Models are answered in the order they came, as Triton answers
+// them; a StreamModel's responses go as they are made. A ModelInfer of
+// a StreamModel is refused with codes.Unimplemented, in Triton's words.
+//
+// The requests of a stream run as they arrive, at most
+// Options.MaxStreamRequests at once (8 by default): the first in the
+// stream's own place among MaxConcurrentCalls, each other one in a place
+// it takes while it runs, so that MaxConcurrentCalls bounds every
+// request running, and what the server holds for its peers stays
+// bounded as for ModelInfer. A stream with no room left is read no
+// further until one of its requests ends: its client's sends block;
+// nothing is refused. Responses go out one at a time, each from the
+// model's memory as ModelInfer's do (the raw contents inside the
+// ModelInferResponse that a stream's response wraps are written by the
+// shared layer too: dlgrpc.Writer.Nested). A model's send blocks while
+// the client does not read, so a slow reader slows the model down and
+// the server buffers no more than gRPC's flow-control window; a reader
+// that stops is cut after Options.StallTimeout, and what the model sent
+// is released. Time a stream spends idle (waiting for its client's next
+// request or a model's next response) is not a stall. A request that
+// fails (an unknown model, an input the model does not take, the
+// model's error or panic, an output that breaks the metadata) is
+// answered with its error (the response's error_message, with the
+// request's id) and the stream goes on; a message that breaks the
+// protocol's wire format or a limit ends the stream with its status.
+// Shutdown answers a request that comes on a stream once it has begun
+// with codes.Unavailable, lets the running ones finish, and then ends
+// the streams still open. An output asked for in a shared-memory region
+// is written there for each response, as for ModelInfer.
+//
+// Client.InferStream opens a Stream (Send, Recv, CloseSend, Close), on
+// which requests are sent while responses are received; Client.Responses
+// sends one request on a stream of its own and iterates over its
+// responses up to the final one. Every response is decoded as Infer's
+// (each size it declares checked against what it carries and against
+// ClientOptions.MaxTensorBytes before anything is allocated), and
+// InferResponse.Final says which is a request's last. A request the
+// server answered with an error comes as a *ResponseError (wrapping
+// ErrResponse) naming the request, and the stream goes on; a response
+// that breaks the protocol ends the stream. Once Close is called or the
+// context ends, Recv hands over nothing more, and what gRPC had received
+// is dropped. The client asks for no output in shared memory on a
+// stream: a stream's responses do not say which region each was written
+// to.
 //
 // # Models
 //

@@ -2,6 +2,7 @@ package dloip
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/godlpack/dlpack/dlgrpc"
@@ -129,7 +130,7 @@ func FuzzInferResponse(f *testing.F) {
 		}
 		if in.err == nil {
 			req := &InferRequest{Model: "m", Outputs: []RequestedOutput{{Name: "r", Region: "r", Memory: make([]byte, 64)}}}
-			if resp, err := c.responseOf(req, in); err == nil {
+			if resp, err := c.responseOf(req, in.msg.(*pb.ModelInferResponse), in); err == nil {
 				for _, y := range resp.Outputs {
 					if y.Datatype() == BYTES {
 						if n, _ := elements(y.Shape()); int64(len(y.Elements())) != n {
@@ -140,6 +141,67 @@ func FuzzInferResponse(f *testing.F) {
 					}
 				}
 				resp.Close()
+			}
+		}
+		if alloc.out.Load() != 0 {
+			t.Fatalf("%d bytes of raw contents held after release", alloc.out.Load())
+		}
+		if got := heap.Allocated() - a; got > uint64(64*len(b))+1<<20 {
+			t.Fatalf("a message of %d bytes made the client allocate %d", len(b), got)
+		}
+	})
+}
+
+// FuzzStreamResponse: any bytes a server answers on a stream are read
+// as protobuf reads a ModelStreamInferResponse, then checked as a
+// client's Recv checks them: an error answer is an error naming the
+// request, anything else a response whose every output holds exactly
+// the bytes its shape needs, or an error; what was allocated comes back
+// when it is released, and the allocation is bounded by the message's
+// own size.
+func FuzzStreamResponse(f *testing.F) {
+	y := []*pb.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "FP32", Shape: []int64{2}}}
+	fuzzSeeds(f,
+		&pb.ModelStreamInferResponse{InferResponse: &pb.ModelInferResponse{ModelName: "m", Outputs: y, RawOutputContents: [][]byte{make([]byte, 8)}, Parameters: finalParam(true)}},
+		&pb.ModelStreamInferResponse{ErrorMessage: "failed", InferResponse: &pb.ModelInferResponse{Id: "r", Outputs: y, RawOutputContents: [][]byte{make([]byte, 8)}}},
+		&pb.ModelStreamInferResponse{InferResponse: &pb.ModelInferResponse{Outputs: []*pb.ModelInferResponse_InferOutputTensor{{Name: "s", Datatype: BYTES, Shape: []int64{2}}}, RawOutputContents: [][]byte{{1, 0, 0, 0, 'a', 0, 0, 0, 0}}}},
+	)
+	for _, h := range hostileStreamResponses() {
+		f.Add(h.wire)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		alloc := &countingAllocator{}
+		c := &Client{opts: dlgrpc.ClientOptions{MaxTensorBytes: 1 << 20, Allocator: alloc}}
+		var heap dlgrpctest.Heap
+		a := heap.Allocated()
+		in := newInStream(alloc, c.opts.MaxTensorBytes)
+		if err := in.UnmarshalWire(mem.BufferSlice{mem.SliceBuffer(b)}); err != nil {
+			t.Fatal(err)
+		}
+		var want pb.ModelStreamInferResponse
+		if errWant := proto.Unmarshal(b, &want); (errWant == nil) != (in.err == nil) {
+			t.Fatalf("protobuf says %v, the message %v", errWant, in.err)
+		}
+		resp, err := c.streamResponse(in)
+		var re *ResponseError
+		switch {
+		case err == nil:
+			if want.GetErrorMessage() != "" {
+				t.Fatalf("the error answer %q read as a response", want.GetErrorMessage())
+			}
+			for _, y := range resp.Outputs {
+				if y.Datatype() == BYTES {
+					if n, _ := elements(y.Shape()); int64(len(y.Elements())) != n {
+						t.Fatalf("output %q holds %d elements for %v", y.Name(), len(y.Elements()), y.Shape())
+					}
+				} else if n, _ := byteSize(y.DataType(), y.Shape()); int64(len(y.Bytes())) != n {
+					t.Fatalf("output %q holds %d bytes for %v %v", y.Name(), len(y.Bytes()), y.Datatype(), y.Shape())
+				}
+			}
+			resp.Close()
+		case errors.As(err, &re):
+			if want.GetErrorMessage() == "" || re.Message != want.GetErrorMessage() || re.ID != want.GetInferResponse().GetId() {
+				t.Fatalf("an error answer %q read as %v", want.GetErrorMessage(), re)
 			}
 		}
 		if alloc.out.Load() != 0 {

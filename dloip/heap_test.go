@@ -24,7 +24,12 @@ const (
 )
 
 // heapRun sends n hostile messages with send (i is the round) and checks
-// the bounds above.
+// the bounds above. Under the race detector sync.Pool drops a quarter
+// of what is put back, and gRPC's transport takes its write buffer (1
+// MiB) from a pool for every write: a message then seems to allocate a
+// write buffer per frame written, which is the detector's, not the
+// message's. The bound per message is left out there; the peak and what
+// is kept are checked.
 func heapRun(t *testing.T, send func(i int) error) {
 	var h dlgrpctest.Heap
 	before := h.Live()
@@ -40,7 +45,7 @@ func heapRun(t *testing.T, send func(i int) error) {
 	after := h.Live()
 	t.Logf("%d hostile messages: at most %d KiB allocated for one, heap peak %.1f MiB, live %.1f MiB before and %.1f MiB after",
 		hostileRounds, most>>10, float64(peak)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20))
-	if most > perMessage || peak > peakHeap || after > before+kept {
+	if most > perMessage && !raceDetector || peak > peakHeap || after > before+kept {
 		t.Fatalf("bounds: %d bytes for one message (at most %d), peak %d (at most %d), %d kept (at most %d)",
 			most, perMessage, peak, peakHeap, int64(after)-int64(before), kept)
 	}

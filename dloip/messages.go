@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/godlpack/dlpack/dlgrpc"
+	"github.com/godlpack/dlpack/dloip/internal/pb"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -13,21 +14,27 @@ import (
 // bytes field (raw_input_contents, raw_output_contents), which the
 // shared wire layer reads and writes itself (dlgrpc.Decode,
 // dlgrpc.Writer): sending, from the producer's own memory; receiving,
-// straight into aligned memory. Every other message goes to protobuf.
+// straight into aligned memory. So does ModelStreamInferResponse, which
+// wraps a ModelInferResponse (dlgrpc.DecodePath, Writer.Nested). Every
+// other message goes to protobuf.
 
-// The raw-contents field numbers.
+// The raw-contents field numbers, and the field of a stream's response
+// that holds a ModelInferResponse.
 const (
-	fieldRawInput  protowire.Number = 7 // ModelInferRequest.raw_input_contents
-	fieldRawOutput protowire.Number = 6 // ModelInferResponse.raw_output_contents
+	fieldRawInput       protowire.Number = 7 // ModelInferRequest.raw_input_contents
+	fieldRawOutput      protowire.Number = 6 // ModelInferResponse.raw_output_contents
+	fieldStreamResponse protowire.Number = 2 // ModelStreamInferResponse.infer_response
 )
 
-// inInfer is a received ModelInferRequest or ModelInferResponse: msg
-// without its raw contents, which are raws, each a 64-byte aligned
-// buffer of alloc (an empty one for an empty entry) that is freed once
-// no Tensor uses it.
+// inInfer is a received ModelInferRequest, ModelInferResponse or
+// ModelStreamInferResponse: msg without its raw contents, which are
+// raws, each a 64-byte aligned buffer of alloc (an empty one for an
+// empty entry) that is freed once no Tensor uses it.
 type inInfer struct {
-	msg   proto.Message
-	field protowire.Number
+	msg proto.Message
+	// path: the raw-contents field, after the field that holds its
+	// message in msg, if any
+	path  []protowire.Number
 	alloc dlgrpc.Allocator
 	// limit bounds the bytes of the raw contents together (negative: no
 	// bound); total is what arrived.
@@ -42,11 +49,16 @@ type inInfer struct {
 }
 
 func newInInfer(msg proto.Message, field protowire.Number, alloc dlgrpc.Allocator, limit int64) *inInfer {
-	return &inInfer{msg: msg, field: field, alloc: alloc, limit: limit}
+	return &inInfer{msg: msg, path: []protowire.Number{field}, alloc: alloc, limit: limit}
+}
+
+// newInStream is a ModelStreamInferResponse to receive.
+func newInStream(alloc dlgrpc.Allocator, limit int64) *inInfer {
+	return &inInfer{msg: new(pb.ModelStreamInferResponse), path: []protowire.Number{fieldStreamResponse, fieldRawOutput}, alloc: alloc, limit: limit}
 }
 
 func (f *inInfer) UnmarshalWire(data mem.BufferSlice) error {
-	if err := dlgrpc.Decode(data, f.field, f.body, f.msg); err != nil {
+	if err := dlgrpc.DecodePath(data, f.path, f.body, f.msg); err != nil {
 		f.freeRest()
 		f.err = err
 	}
@@ -105,6 +117,32 @@ type outInfer struct {
 // under a fault guard). With hold, large raws go to gRPC without a copy.
 func newOutInfer(msg proto.Message, field protowire.Number, raws [][]byte, mapped []bool, hold *dlgrpc.Hold) *outInfer {
 	w := dlgrpc.NewWriter(hold)
+	writeInfer(w, msg, field, raws, mapped)
+	return &outInfer{w: w}
+}
+
+// streamWriter writes the ModelStreamInferResponse that wraps msg, a
+// ModelInferResponse whose raw contents are raws, as newOutInfer writes
+// msg, or that says errMessage (then msg has no outputs).
+func streamWriter(errMessage string, msg *pb.ModelInferResponse, raws [][]byte, mapped []bool, hold *dlgrpc.Hold) *dlgrpc.Writer {
+	w := dlgrpc.NewWriter(hold)
+	if errMessage != "" {
+		w.Message(&pb.ModelStreamInferResponse{ErrorMessage: errMessage})
+	}
+	writeInfer(w.Nested(fieldStreamResponse), msg, fieldRawOutput, raws, mapped)
+	return w
+}
+
+// marshalled is a message already marshalled: a stream marshals each
+// of its messages before it hands it to gRPC, so that an error in
+// marshalling (a mapped file cut short) or a message beyond the limit
+// fails that message alone; gRPC would end the stream.
+type marshalled mem.BufferSlice
+
+func (m marshalled) MarshalWire() (mem.BufferSlice, error) { return mem.BufferSlice(m), nil }
+
+// writeInfer adds msg and its raw contents raws in field to w.
+func writeInfer(w *dlgrpc.Writer, msg proto.Message, field protowire.Number, raws [][]byte, mapped []bool) {
 	w.Message(msg)
 	for i, r := range raws {
 		var m []byte
@@ -113,7 +151,6 @@ func newOutInfer(msg proto.Message, field protowire.Number, raws [][]byte, mappe
 		}
 		w.Tensor(field, [][]byte{r}, m)
 	}
-	return &outInfer{w: w}
 }
 
 func (f *outInfer) MarshalWire() (mem.BufferSlice, error) {

@@ -151,3 +151,55 @@ func tensorMetaOf(ts []*pb.ModelMetadataResponse_TensorMetadata) []TensorMetadat
 	}
 	return out
 }
+
+// StreamModel is a model that answers a request with any number of
+// responses, as Triton's decoupled models do (an LLM that streams its
+// tokens): Server.RegisterStream serves it on ModelStreamInfer, and
+// refuses a ModelInfer of it (codes.Unimplemented), as Triton does.
+//
+// InferStream is called as Model.Infer is: with the request checked
+// against the metadata, from many goroutines at once. It sends each
+// response but the last with send, in order, and returns the last
+// one's outputs: each response's parameter "triton_final_response" says
+// whether it is the last. It may return no outputs (len 0): the request
+// then ends with no response of its own, and the server sends an empty
+// final response only when the request asked for it (the request
+// parameter "triton_enable_empty_final_response", ParamEmptyFinal), as
+// Triton does for a decoupled model's final flag sent alone; a client
+// that did not ask cannot tell that the request ended. The outputs of
+// each response are taken as Infer's are (those asked for, checked
+// against the metadata, each Release run once its tensor is taken).
+//
+// send returns once the response is handed to gRPC; while the client
+// does not read, it blocks (the server buffers nothing more: a model is
+// slowed down to its reader's pace, and a reader that stops is cut
+// after Options.StallTimeout). It may be called from any goroutine,
+// one response at a time. It fails, and the model should then return,
+// when the stream has ended, when the request has failed (an output
+// that breaks the metadata: the server then answers the request with
+// that error), and after InferStream has returned (dlpack.ErrClosed).
+// An error InferStream returns is sent as the request's error response
+// (the protocol's error_message), after the responses sent; the stream
+// goes on. A panic in InferStream is such an error, reported to
+// Options.Logger.
+type StreamModel interface {
+	Metadata() ModelMetadata
+	InferStream(ctx context.Context, req *Request, send func([]Output) error) ([]Output, error)
+}
+
+// StreamFunc makes a StreamModel of a plain Go function and the metadata
+// that describes it.
+func StreamFunc(meta ModelMetadata, fn func(ctx context.Context, req *Request, send func([]Output) error) ([]Output, error)) StreamModel {
+	return funcStream{meta: meta, fn: fn}
+}
+
+type funcStream struct {
+	meta ModelMetadata
+	fn   func(ctx context.Context, req *Request, send func([]Output) error) ([]Output, error)
+}
+
+func (m funcStream) Metadata() ModelMetadata { return m.meta }
+
+func (m funcStream) InferStream(ctx context.Context, req *Request, send func([]Output) error) ([]Output, error) {
+	return m.fn(ctx, req, send)
+}

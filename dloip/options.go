@@ -18,6 +18,9 @@ const DefaultMaxMessageBytes = 128 << 20
 // DefaultMaxRegions is Options.MaxRegions when zero.
 const DefaultMaxRegions = 1024
 
+// DefaultMaxStreamRequests is Options.MaxStreamRequests when zero.
+const DefaultMaxStreamRequests = 8
+
 // Options configure a Server. The options from TLS to Allocator are
 // those every tensor service shares, under the same names as
 // dlflight.Options: dlgrpc.ServerOptions documents each one and its
@@ -32,6 +35,15 @@ type Options struct {
 	// registered at once (DefaultMaxRegions when zero); a registration
 	// beyond it gets codes.ResourceExhausted.
 	MaxRegions int
+	// MaxStreamRequests bounds the requests of one ModelStreamInfer
+	// stream that run at once (DefaultMaxStreamRequests when zero). A
+	// stream's first request runs in the stream's own place among
+	// MaxConcurrentCalls; each one beyond it takes a place of its own
+	// while it runs, as a call does, so that MaxConcurrentCalls bounds
+	// every request running, streams' included. A stream with none free
+	// reads its next request once one of its own has ended: it is slowed
+	// down, never refused.
+	MaxStreamRequests int
 
 	TLS                *tls.Config
 	Tokens             map[string]string

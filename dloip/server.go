@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/godlpack/dlpack"
 	"github.com/godlpack/dlpack/dlgrpc"
@@ -31,6 +32,34 @@ type Server struct {
 	// regions: the registered shared-memory regions (shm.go).
 	regions map[string]*region
 	closed  bool
+	// work: what runs, for Shutdown
+	work work
+}
+
+// work counts the requests running (ModelInfer calls and requests on
+// streams) and the streams open.
+type work struct {
+	mu               sync.Mutex
+	running, streams int
+}
+
+func (w *work) requests(d int) {
+	w.mu.Lock()
+	w.running += d
+	w.mu.Unlock()
+}
+
+func (w *work) streamOpen(d int) {
+	w.mu.Lock()
+	w.streams += d
+	w.mu.Unlock()
+}
+
+// idleStreams reports whether streams are open and no request runs.
+func (w *work) idleStreams() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running == 0 && w.streams > 0
 }
 
 // service is the Server as gRPC sees it: the protocol's methods.
@@ -39,10 +68,12 @@ type service struct {
 	s *Server
 }
 
-// served is a registered model and its metadata, read once.
+// served is a registered model and its metadata, read once: a Model,
+// or a StreamModel (m nil).
 type served struct {
-	m    Model
-	meta ModelMetadata
+	m      Model
+	stream StreamModel
+	meta   ModelMetadata
 }
 
 // NewServer makes a Server; nothing listens until Serve.
@@ -53,6 +84,9 @@ func NewServer(opts Options) *Server {
 	if opts.MaxRegions <= 0 {
 		opts.MaxRegions = DefaultMaxRegions
 	}
+	if opts.MaxStreamRequests <= 0 {
+		opts.MaxStreamRequests = DefaultMaxStreamRequests
+	}
 	s := &Server{models: map[string]*served{}, regions: map[string]*region{}}
 	s.srv = dlgrpc.NewServer("dloip", opts.shared(), DefaultMaxMessageBytes, 0)
 	// the shared options, their defaults filled in
@@ -60,14 +94,20 @@ func NewServer(opts Options) *Server {
 	opts.Logger, opts.MaxMessageBytes, opts.MaxTensorBytes, opts.MaxConcurrentCalls = so.Logger, so.MaxMessageBytes, so.MaxTensorBytes, so.MaxConcurrentCalls
 	opts.StallTimeout, opts.HandshakeTimeout, opts.Allocator = so.StallTimeout, so.HandshakeTimeout, so.Allocator
 	s.opts = opts
-	// The generated service, but ModelInfer decodes and encodes through
-	// the shared wire layer's messages (raw contents not copied by
-	// protobuf).
+	// The generated service, but ModelInfer and ModelStreamInfer decode
+	// and encode through the shared wire layer's messages (raw contents
+	// not copied by protobuf).
 	desc := pb.GRPCInferenceService_ServiceDesc
 	desc.Methods = slices.Clone(desc.Methods)
 	for i := range desc.Methods {
 		if desc.Methods[i].MethodName == "ModelInfer" {
 			desc.Methods[i].Handler = inferHandler
+		}
+	}
+	desc.Streams = slices.Clone(desc.Streams)
+	for i := range desc.Streams {
+		if desc.Streams[i].StreamName == "ModelStreamInfer" {
+			desc.Streams[i].Handler = streamHandler
 		}
 	}
 	s.srv.RegisterService(&desc, service{s: s})
@@ -80,7 +120,21 @@ func NewServer(opts Options) *Server {
 // request decides) and a shape (ErrInvalid, ErrDatatype, ErrShape
 // otherwise).
 func (s *Server) Register(m Model) error {
-	meta := m.Metadata()
+	return s.register(&served{m: m, meta: m.Metadata()})
+}
+
+// RegisterStream serves m, a model that answers a request with any
+// number of responses, as Register serves a Model: under the name of
+// its metadata, replacing any model of that name, its metadata checked
+// as Register checks it. Its requests come on ModelStreamInfer; a
+// ModelInfer of it is refused, as Triton refuses one of a decoupled
+// model (codes.Unimplemented).
+func (s *Server) RegisterStream(m StreamModel) error {
+	return s.register(&served{stream: m, meta: m.Metadata()})
+}
+
+func (s *Server) register(m *served) error {
+	meta := m.meta
 	if meta.Name == "" {
 		return &dlpack.FieldError{Field: "metadata.name", Value: `""`, Err: ErrInvalid, Why: "a model needs a name"}
 	}
@@ -111,7 +165,7 @@ func (s *Server) Register(m Model) error {
 		}
 	}
 	s.mu.Lock()
-	s.models[meta.Name] = &served{m: m, meta: meta}
+	s.models[meta.Name] = m
 	s.mu.Unlock()
 	return nil
 }
@@ -131,12 +185,33 @@ func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 
 // Shutdown stops accepting calls, waits for the running ones, and
 // stops; the shared-memory regions are unregistered (each unmapped once
-// no tensor uses it).
+// no tensor uses it). A stream stays open as long as its client keeps
+// it: a request that comes on one once Shutdown has begun is answered
+// codes.Unavailable, and once no request runs, on a stream or not, the
+// streams still open are ended (their connections closed, which ends
+// any other call on them too).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	s.srv.GracefulStop()
+	stopped := make(chan struct{})
+	go func() {
+		s.srv.GracefulStop()
+		close(stopped)
+	}()
+	for tick := time.NewTicker(10 * time.Millisecond); ; {
+		select {
+		case <-stopped:
+		case <-tick.C:
+			if !s.work.idleStreams() {
+				continue
+			}
+			s.srv.Stop()
+			<-stopped
+		}
+		tick.Stop()
+		break
+	}
 	s.mu.Lock()
 	regions := s.regions
 	s.regions = map[string]*region{}
@@ -167,6 +242,12 @@ func (s *Server) model(ctx context.Context, op dlgrpc.Op, name, version string) 
 // ServerLive implements the protocol: live while it answers.
 func (service) ServerLive(context.Context, *pb.ServerLiveRequest) (*pb.ServerLiveResponse, error) {
 	return &pb.ServerLiveResponse{Live: true}, nil
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
 }
 
 // ServerReady implements the protocol: ready until Shutdown.
@@ -218,6 +299,8 @@ func inferHandler(srv any, ctx context.Context, dec func(any) error, interceptor
 		// error has, rather than gRPC's codes.Internal
 		return nil, statusOf(fmt.Errorf("dloip: request: %w", in.err))
 	}
+	s.work.requests(1)
+	defer s.work.requests(-1)
 	if interceptor == nil {
 		return s.infer(ctx, in)
 	}
@@ -267,7 +350,12 @@ func (r *Request) close() {
 // runModel runs m's Infer on req, a panic in it an error wrapping
 // dlgrpc.ErrPanic (reported to the Logger). The outputs' Releases are
 // the caller's to run (releaseOutputs), after their tensors are taken.
+// A StreamModel is refused with codes.Unimplemented, as Triton refuses
+// a decoupled model outside a stream.
 func (s *Server) runModel(ctx context.Context, m *served, req *Request) (outs []Output, err error) {
+	if m.m == nil {
+		return nil, errDecoupled(m.meta.Name)
+	}
 	err = s.srv.Call(fmt.Sprintf("model %q", m.meta.Name), func() (err error) {
 		outs, err = m.m.Infer(ctx, req)
 		return err
@@ -391,23 +479,39 @@ func (s *Server) request(ctx context.Context, m *served, r *pb.ModelInferRequest
 // were) and makes the message to send from their own memory; the
 // tensors are released once gRPC has written them.
 func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (*outInfer, error) {
-	msg := &pb.ModelInferResponse{ModelName: m.meta.Name, ModelVersion: r.GetModelVersion(), Id: r.GetId()}
-	held, err := s.takeOutputs(m, asked, outs)
+	msg, raws, mapped, held, err := s.outputs(ctx, m, r, asked, outs)
 	if err != nil {
 		return nil, err
 	}
-	raws := make([][]byte, 0, len(held))
-	var mapped []bool
+	h := s.srv.NewHold(func() { closeTaken(held) })
+	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
+	out.once = dlgrpc.DropOnce(h, out)
+	return out, nil
+}
+
+// outputs takes the model's outputs (those asked for, all when none
+// were), writes those asked for in shared memory there, and makes the
+// response's message (without raw contents) and the raw contents, each
+// a taken tensor's own memory (mapped[i]: raws[i] lies in a file
+// mapping). The caller releases held (closeTaken) once they are sent;
+// on error nothing is held.
+func (s *Server) outputs(ctx context.Context, m *served, r *pb.ModelInferRequest, asked []string, outs []Output) (msg *pb.ModelInferResponse, raws [][]byte, mapped []bool, held []takenOutput, err error) {
+	msg = &pb.ModelInferResponse{ModelName: m.meta.Name, ModelVersion: r.GetModelVersion(), Id: r.GetId()}
+	held, err = s.takeOutputs(m, asked, outs)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	raws = make([][]byte, 0, len(held))
 	for _, t := range held {
 		params, err := t.params.toPB(fmt.Sprintf("output %q: parameters", t.name))
 		if err != nil {
 			closeTaken(held)
-			return nil, err
+			return nil, nil, nil, nil, err
 		}
 		if j := slices.IndexFunc(r.Outputs, func(o *pb.ModelInferRequest_InferRequestedOutputTensor) bool { return o.GetName() == t.name }); j >= 0 {
 			if ok, err := s.writeRegion(ctx, t.name, r.Outputs[j].GetParameters(), t.data); err != nil {
 				closeTaken(held)
-				return nil, err
+				return nil, nil, nil, nil, err
 			} else if ok {
 				// In shared memory: an empty raw entry keeps the raw
 				// contents in step with the outputs, as Triton does, and
@@ -422,10 +526,7 @@ func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferReques
 		mapped = append(mapped, t.mapped)
 		msg.Outputs = append(msg.Outputs, &pb.ModelInferResponse_InferOutputTensor{Name: t.name, Datatype: t.datatype, Shape: t.shape, Parameters: params})
 	}
-	h := s.srv.NewHold(func() { closeTaken(held) })
-	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
-	out.once = dlgrpc.DropOnce(h, out)
-	return out, nil
+	return msg, raws, mapped, held, nil
 }
 
 // checkInputs checks a request's inputs (names, datatypes, shapes)

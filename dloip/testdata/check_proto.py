@@ -1,8 +1,9 @@
 """Checks dloip's oip.proto against the peers' own definitions: every
 message and field that oip.proto declares must have the same name, number,
 type and label in kserve's grpc_predict_v2 and in tritonclient's
-grpc_service (the shared-memory messages only in Triton's), and every
-method of the service the same request and response types.
+grpc_service (the shared-memory and streaming messages only in
+Triton's), and every method of the service the same request and response
+types.
 
 usage: python check_proto.py path/to/oip.proto kserve|triton
 """
@@ -16,6 +17,11 @@ from grpc_tools import protoc
 
 # Fields Triton added to the protocol's messages that kserve's copy lacks.
 TRITON_ONLY = {("inference.InferParameter", "double_param"), ("inference.InferParameter", "uint64_param")}
+
+
+def triton_only(name):
+    """Triton's extensions: system shared memory and streaming inference."""
+    return "SharedMemory" in name or "Stream" in name
 
 
 def fields(desc):
@@ -70,7 +76,7 @@ def main():
                 continue
             t = theirs.get(name)
             if t is None:
-                if peer == "kserve" and "SharedMemory" in name:
+                if peer == "kserve" and triton_only(name):
                     continue  # Triton's extension
                 bad.append(f"{peer}: no message {name}")
                 continue
@@ -85,7 +91,7 @@ def main():
         for meth in ours.services_by_name["GRPCInferenceService"].methods:
             tm = svc.methods_by_name.get(meth.name)
             if tm is None:
-                if peer == "kserve" and "SharedMemory" in meth.name:
+                if peer == "kserve" and triton_only(meth.name):
                     continue
                 bad.append(f"{peer}: no method {meth.name}")
                 continue

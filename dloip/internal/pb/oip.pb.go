@@ -686,6 +686,59 @@ func (x *ModelInferResponse) GetRawOutputContents() [][]byte {
 	return nil
 }
 
+type ModelStreamInferResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why the request this answers failed; empty for a response.
+	ErrorMessage  string              `protobuf:"bytes,1,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	InferResponse *ModelInferResponse `protobuf:"bytes,2,opt,name=infer_response,json=inferResponse,proto3" json:"infer_response,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStreamInferResponse) Reset() {
+	*x = ModelStreamInferResponse{}
+	mi := &file_oip_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStreamInferResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStreamInferResponse) ProtoMessage() {}
+
+func (x *ModelStreamInferResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_oip_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStreamInferResponse.ProtoReflect.Descriptor instead.
+func (*ModelStreamInferResponse) Descriptor() ([]byte, []int) {
+	return file_oip_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ModelStreamInferResponse) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *ModelStreamInferResponse) GetInferResponse() *ModelInferResponse {
+	if x != nil {
+		return x.InferResponse
+	}
+	return nil
+}
+
 type InferParameter struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to ParameterChoice:
@@ -702,7 +755,7 @@ type InferParameter struct {
 
 func (x *InferParameter) Reset() {
 	*x = InferParameter{}
-	mi := &file_oip_proto_msgTypes[12]
+	mi := &file_oip_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +767,7 @@ func (x *InferParameter) String() string {
 func (*InferParameter) ProtoMessage() {}
 
 func (x *InferParameter) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[12]
+	mi := &file_oip_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +780,7 @@ func (x *InferParameter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferParameter.ProtoReflect.Descriptor instead.
 func (*InferParameter) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{12}
+	return file_oip_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InferParameter) GetParameterChoice() isInferParameter_ParameterChoice {
@@ -832,7 +885,7 @@ type InferTensorContents struct {
 
 func (x *InferTensorContents) Reset() {
 	*x = InferTensorContents{}
-	mi := &file_oip_proto_msgTypes[13]
+	mi := &file_oip_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +897,7 @@ func (x *InferTensorContents) String() string {
 func (*InferTensorContents) ProtoMessage() {}
 
 func (x *InferTensorContents) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[13]
+	mi := &file_oip_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +910,7 @@ func (x *InferTensorContents) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferTensorContents.ProtoReflect.Descriptor instead.
 func (*InferTensorContents) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{13}
+	return file_oip_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InferTensorContents) GetBoolContents() []bool {
@@ -926,7 +979,7 @@ type SystemSharedMemoryStatusRequest struct {
 
 func (x *SystemSharedMemoryStatusRequest) Reset() {
 	*x = SystemSharedMemoryStatusRequest{}
-	mi := &file_oip_proto_msgTypes[14]
+	mi := &file_oip_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +991,7 @@ func (x *SystemSharedMemoryStatusRequest) String() string {
 func (*SystemSharedMemoryStatusRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[14]
+	mi := &file_oip_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1004,7 @@ func (x *SystemSharedMemoryStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemSharedMemoryStatusRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusRequest) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{14}
+	return file_oip_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SystemSharedMemoryStatusRequest) GetName() string {
@@ -970,7 +1023,7 @@ type SystemSharedMemoryStatusResponse struct {
 
 func (x *SystemSharedMemoryStatusResponse) Reset() {
 	*x = SystemSharedMemoryStatusResponse{}
-	mi := &file_oip_proto_msgTypes[15]
+	mi := &file_oip_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1035,7 @@ func (x *SystemSharedMemoryStatusResponse) String() string {
 func (*SystemSharedMemoryStatusResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[15]
+	mi := &file_oip_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1048,7 @@ func (x *SystemSharedMemoryStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SystemSharedMemoryStatusResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusResponse) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{15}
+	return file_oip_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SystemSharedMemoryStatusResponse) GetRegions() map[string]*SystemSharedMemoryStatusResponse_RegionStatus {
@@ -1018,7 +1071,7 @@ type SystemSharedMemoryRegisterRequest struct {
 
 func (x *SystemSharedMemoryRegisterRequest) Reset() {
 	*x = SystemSharedMemoryRegisterRequest{}
-	mi := &file_oip_proto_msgTypes[16]
+	mi := &file_oip_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1083,7 @@ func (x *SystemSharedMemoryRegisterRequest) String() string {
 func (*SystemSharedMemoryRegisterRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[16]
+	mi := &file_oip_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1096,7 @@ func (x *SystemSharedMemoryRegisterRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use SystemSharedMemoryRegisterRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryRegisterRequest) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{16}
+	return file_oip_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SystemSharedMemoryRegisterRequest) GetName() string {
@@ -1082,7 +1135,7 @@ type SystemSharedMemoryRegisterResponse struct {
 
 func (x *SystemSharedMemoryRegisterResponse) Reset() {
 	*x = SystemSharedMemoryRegisterResponse{}
-	mi := &file_oip_proto_msgTypes[17]
+	mi := &file_oip_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1147,7 @@ func (x *SystemSharedMemoryRegisterResponse) String() string {
 func (*SystemSharedMemoryRegisterResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[17]
+	mi := &file_oip_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1160,7 @@ func (x *SystemSharedMemoryRegisterResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use SystemSharedMemoryRegisterResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryRegisterResponse) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{17}
+	return file_oip_proto_rawDescGZIP(), []int{18}
 }
 
 type SystemSharedMemoryUnregisterRequest struct {
@@ -1120,7 +1173,7 @@ type SystemSharedMemoryUnregisterRequest struct {
 
 func (x *SystemSharedMemoryUnregisterRequest) Reset() {
 	*x = SystemSharedMemoryUnregisterRequest{}
-	mi := &file_oip_proto_msgTypes[18]
+	mi := &file_oip_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1185,7 @@ func (x *SystemSharedMemoryUnregisterRequest) String() string {
 func (*SystemSharedMemoryUnregisterRequest) ProtoMessage() {}
 
 func (x *SystemSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[18]
+	mi := &file_oip_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1198,7 @@ func (x *SystemSharedMemoryUnregisterRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use SystemSharedMemoryUnregisterRequest.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryUnregisterRequest) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{18}
+	return file_oip_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SystemSharedMemoryUnregisterRequest) GetName() string {
@@ -1163,7 +1216,7 @@ type SystemSharedMemoryUnregisterResponse struct {
 
 func (x *SystemSharedMemoryUnregisterResponse) Reset() {
 	*x = SystemSharedMemoryUnregisterResponse{}
-	mi := &file_oip_proto_msgTypes[19]
+	mi := &file_oip_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1228,7 @@ func (x *SystemSharedMemoryUnregisterResponse) String() string {
 func (*SystemSharedMemoryUnregisterResponse) ProtoMessage() {}
 
 func (x *SystemSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[19]
+	mi := &file_oip_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1241,7 @@ func (x *SystemSharedMemoryUnregisterResponse) ProtoReflect() protoreflect.Messa
 
 // Deprecated: Use SystemSharedMemoryUnregisterResponse.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryUnregisterResponse) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{19}
+	return file_oip_proto_rawDescGZIP(), []int{20}
 }
 
 type ModelMetadataResponse_TensorMetadata struct {
@@ -1203,7 +1256,7 @@ type ModelMetadataResponse_TensorMetadata struct {
 
 func (x *ModelMetadataResponse_TensorMetadata) Reset() {
 	*x = ModelMetadataResponse_TensorMetadata{}
-	mi := &file_oip_proto_msgTypes[20]
+	mi := &file_oip_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1268,7 @@ func (x *ModelMetadataResponse_TensorMetadata) String() string {
 func (*ModelMetadataResponse_TensorMetadata) ProtoMessage() {}
 
 func (x *ModelMetadataResponse_TensorMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[20]
+	mi := &file_oip_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1319,7 @@ type ModelInferRequest_InferInputTensor struct {
 
 func (x *ModelInferRequest_InferInputTensor) Reset() {
 	*x = ModelInferRequest_InferInputTensor{}
-	mi := &file_oip_proto_msgTypes[21]
+	mi := &file_oip_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1331,7 @@ func (x *ModelInferRequest_InferInputTensor) String() string {
 func (*ModelInferRequest_InferInputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferInputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[21]
+	mi := &file_oip_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1392,7 @@ type ModelInferRequest_InferRequestedOutputTensor struct {
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) Reset() {
 	*x = ModelInferRequest_InferRequestedOutputTensor{}
-	mi := &file_oip_proto_msgTypes[22]
+	mi := &file_oip_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1404,7 @@ func (x *ModelInferRequest_InferRequestedOutputTensor) String() string {
 func (*ModelInferRequest_InferRequestedOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferRequest_InferRequestedOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[22]
+	mi := &file_oip_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1447,7 @@ type ModelInferResponse_InferOutputTensor struct {
 
 func (x *ModelInferResponse_InferOutputTensor) Reset() {
 	*x = ModelInferResponse_InferOutputTensor{}
-	mi := &file_oip_proto_msgTypes[26]
+	mi := &file_oip_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1459,7 @@ func (x *ModelInferResponse_InferOutputTensor) String() string {
 func (*ModelInferResponse_InferOutputTensor) ProtoMessage() {}
 
 func (x *ModelInferResponse_InferOutputTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[26]
+	mi := &file_oip_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1522,7 @@ type SystemSharedMemoryStatusResponse_RegionStatus struct {
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) Reset() {
 	*x = SystemSharedMemoryStatusResponse_RegionStatus{}
-	mi := &file_oip_proto_msgTypes[29]
+	mi := &file_oip_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1534,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) String() string {
 func (*SystemSharedMemoryStatusResponse_RegionStatus) ProtoMessage() {}
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_oip_proto_msgTypes[29]
+	mi := &file_oip_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1547,7 @@ func (x *SystemSharedMemoryStatusResponse_RegionStatus) ProtoReflect() protorefl
 
 // Deprecated: Use SystemSharedMemoryStatusResponse_RegionStatus.ProtoReflect.Descriptor instead.
 func (*SystemSharedMemoryStatusResponse_RegionStatus) Descriptor() ([]byte, []int) {
-	return file_oip_proto_rawDescGZIP(), []int{15, 0}
+	return file_oip_proto_rawDescGZIP(), []int{16, 0}
 }
 
 func (x *SystemSharedMemoryStatusResponse_RegionStatus) GetName() string {
@@ -1617,7 +1670,10 @@ const file_oip_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\x85\x01\n" +
+	"\x18ModelStreamInferResponse\x12#\n" +
+	"\rerror_message\x18\x01 \x01(\tR\ferrorMessage\x12D\n" +
+	"\x0einfer_response\x18\x02 \x01(\v2\x1d.inference.ModelInferResponseR\rinferResponse\"\xd7\x01\n" +
 	"\x0eInferParameter\x12\x1f\n" +
 	"\n" +
 	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12!\n" +
@@ -1656,7 +1712,7 @@ const file_oip_proto_rawDesc = "" +
 	"\"SystemSharedMemoryRegisterResponse\"9\n" +
 	"#SystemSharedMemoryUnregisterRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"&\n" +
-	"$SystemSharedMemoryUnregisterResponse2\xf4\x06\n" +
+	"$SystemSharedMemoryUnregisterResponse2\xd1\a\n" +
 	"\x14GRPCInferenceService\x12K\n" +
 	"\n" +
 	"ServerLive\x12\x1c.inference.ServerLiveRequest\x1a\x1d.inference.ServerLiveResponse\"\x00\x12N\n" +
@@ -1666,7 +1722,8 @@ const file_oip_proto_rawDesc = "" +
 	"\x0eServerMetadata\x12 .inference.ServerMetadataRequest\x1a!.inference.ServerMetadataResponse\"\x00\x12T\n" +
 	"\rModelMetadata\x12\x1f.inference.ModelMetadataRequest\x1a .inference.ModelMetadataResponse\"\x00\x12K\n" +
 	"\n" +
-	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12u\n" +
+	"ModelInfer\x12\x1c.inference.ModelInferRequest\x1a\x1d.inference.ModelInferResponse\"\x00\x12[\n" +
+	"\x10ModelStreamInfer\x12\x1c.inference.ModelInferRequest\x1a#.inference.ModelStreamInferResponse\"\x00(\x010\x01\x12u\n" +
 	"\x18SystemSharedMemoryStatus\x12*.inference.SystemSharedMemoryStatusRequest\x1a+.inference.SystemSharedMemoryStatusResponse\"\x00\x12{\n" +
 	"\x1aSystemSharedMemoryRegister\x12,.inference.SystemSharedMemoryRegisterRequest\x1a-.inference.SystemSharedMemoryRegisterResponse\"\x00\x12\x81\x01\n" +
 	"\x1cSystemSharedMemoryUnregister\x12..inference.SystemSharedMemoryUnregisterRequest\x1a/.inference.SystemSharedMemoryUnregisterResponse\"\x00B.Z,github.com/godlpack/dlpack/dloip/internal/pbb\x06proto3"
@@ -1683,7 +1740,7 @@ func file_oip_proto_rawDescGZIP() []byte {
 	return file_oip_proto_rawDescData
 }
 
-var file_oip_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_oip_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_oip_proto_goTypes = []any{
 	(*ServerLiveRequest)(nil),                            // 0: inference.ServerLiveRequest
 	(*ServerLiveResponse)(nil),                           // 1: inference.ServerLiveResponse
@@ -1697,69 +1754,73 @@ var file_oip_proto_goTypes = []any{
 	(*ModelMetadataResponse)(nil),                        // 9: inference.ModelMetadataResponse
 	(*ModelInferRequest)(nil),                            // 10: inference.ModelInferRequest
 	(*ModelInferResponse)(nil),                           // 11: inference.ModelInferResponse
-	(*InferParameter)(nil),                               // 12: inference.InferParameter
-	(*InferTensorContents)(nil),                          // 13: inference.InferTensorContents
-	(*SystemSharedMemoryStatusRequest)(nil),              // 14: inference.SystemSharedMemoryStatusRequest
-	(*SystemSharedMemoryStatusResponse)(nil),             // 15: inference.SystemSharedMemoryStatusResponse
-	(*SystemSharedMemoryRegisterRequest)(nil),            // 16: inference.SystemSharedMemoryRegisterRequest
-	(*SystemSharedMemoryRegisterResponse)(nil),           // 17: inference.SystemSharedMemoryRegisterResponse
-	(*SystemSharedMemoryUnregisterRequest)(nil),          // 18: inference.SystemSharedMemoryUnregisterRequest
-	(*SystemSharedMemoryUnregisterResponse)(nil),         // 19: inference.SystemSharedMemoryUnregisterResponse
-	(*ModelMetadataResponse_TensorMetadata)(nil),         // 20: inference.ModelMetadataResponse.TensorMetadata
-	(*ModelInferRequest_InferInputTensor)(nil),           // 21: inference.ModelInferRequest.InferInputTensor
-	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 22: inference.ModelInferRequest.InferRequestedOutputTensor
-	nil, // 23: inference.ModelInferRequest.ParametersEntry
-	nil, // 24: inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	nil, // 25: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	(*ModelInferResponse_InferOutputTensor)(nil), // 26: inference.ModelInferResponse.InferOutputTensor
-	nil, // 27: inference.ModelInferResponse.ParametersEntry
-	nil, // 28: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 29: inference.SystemSharedMemoryStatusResponse.RegionStatus
-	nil, // 30: inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	(*ModelStreamInferResponse)(nil),                     // 12: inference.ModelStreamInferResponse
+	(*InferParameter)(nil),                               // 13: inference.InferParameter
+	(*InferTensorContents)(nil),                          // 14: inference.InferTensorContents
+	(*SystemSharedMemoryStatusRequest)(nil),              // 15: inference.SystemSharedMemoryStatusRequest
+	(*SystemSharedMemoryStatusResponse)(nil),             // 16: inference.SystemSharedMemoryStatusResponse
+	(*SystemSharedMemoryRegisterRequest)(nil),            // 17: inference.SystemSharedMemoryRegisterRequest
+	(*SystemSharedMemoryRegisterResponse)(nil),           // 18: inference.SystemSharedMemoryRegisterResponse
+	(*SystemSharedMemoryUnregisterRequest)(nil),          // 19: inference.SystemSharedMemoryUnregisterRequest
+	(*SystemSharedMemoryUnregisterResponse)(nil),         // 20: inference.SystemSharedMemoryUnregisterResponse
+	(*ModelMetadataResponse_TensorMetadata)(nil),         // 21: inference.ModelMetadataResponse.TensorMetadata
+	(*ModelInferRequest_InferInputTensor)(nil),           // 22: inference.ModelInferRequest.InferInputTensor
+	(*ModelInferRequest_InferRequestedOutputTensor)(nil), // 23: inference.ModelInferRequest.InferRequestedOutputTensor
+	nil, // 24: inference.ModelInferRequest.ParametersEntry
+	nil, // 25: inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	nil, // 26: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	(*ModelInferResponse_InferOutputTensor)(nil), // 27: inference.ModelInferResponse.InferOutputTensor
+	nil, // 28: inference.ModelInferResponse.ParametersEntry
+	nil, // 29: inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	(*SystemSharedMemoryStatusResponse_RegionStatus)(nil), // 30: inference.SystemSharedMemoryStatusResponse.RegionStatus
+	nil, // 31: inference.SystemSharedMemoryStatusResponse.RegionsEntry
 }
 var file_oip_proto_depIdxs = []int32{
-	20, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	20, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
-	23, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
-	21, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
-	22, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
-	27, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
-	26, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
-	30, // 7: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
-	24, // 8: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
-	13, // 9: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
-	25, // 10: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
-	12, // 11: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 12: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 13: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	28, // 14: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
-	13, // 15: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
-	12, // 16: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
-	12, // 17: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
-	29, // 18: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
-	0,  // 19: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
-	2,  // 20: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
-	4,  // 21: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
-	6,  // 22: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
-	8,  // 23: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
-	10, // 24: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
-	14, // 25: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
-	16, // 26: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
-	18, // 27: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
-	1,  // 28: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
-	3,  // 29: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
-	5,  // 30: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
-	7,  // 31: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
-	9,  // 32: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
-	11, // 33: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
-	15, // 34: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
-	17, // 35: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
-	19, // 36: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
-	28, // [28:37] is the sub-list for method output_type
-	19, // [19:28] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	21, // 0: inference.ModelMetadataResponse.inputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	21, // 1: inference.ModelMetadataResponse.outputs:type_name -> inference.ModelMetadataResponse.TensorMetadata
+	24, // 2: inference.ModelInferRequest.parameters:type_name -> inference.ModelInferRequest.ParametersEntry
+	22, // 3: inference.ModelInferRequest.inputs:type_name -> inference.ModelInferRequest.InferInputTensor
+	23, // 4: inference.ModelInferRequest.outputs:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor
+	28, // 5: inference.ModelInferResponse.parameters:type_name -> inference.ModelInferResponse.ParametersEntry
+	27, // 6: inference.ModelInferResponse.outputs:type_name -> inference.ModelInferResponse.InferOutputTensor
+	11, // 7: inference.ModelStreamInferResponse.infer_response:type_name -> inference.ModelInferResponse
+	31, // 8: inference.SystemSharedMemoryStatusResponse.regions:type_name -> inference.SystemSharedMemoryStatusResponse.RegionsEntry
+	25, // 9: inference.ModelInferRequest.InferInputTensor.parameters:type_name -> inference.ModelInferRequest.InferInputTensor.ParametersEntry
+	14, // 10: inference.ModelInferRequest.InferInputTensor.contents:type_name -> inference.InferTensorContents
+	26, // 11: inference.ModelInferRequest.InferRequestedOutputTensor.parameters:type_name -> inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry
+	13, // 12: inference.ModelInferRequest.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 13: inference.ModelInferRequest.InferInputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 14: inference.ModelInferRequest.InferRequestedOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	29, // 15: inference.ModelInferResponse.InferOutputTensor.parameters:type_name -> inference.ModelInferResponse.InferOutputTensor.ParametersEntry
+	14, // 16: inference.ModelInferResponse.InferOutputTensor.contents:type_name -> inference.InferTensorContents
+	13, // 17: inference.ModelInferResponse.ParametersEntry.value:type_name -> inference.InferParameter
+	13, // 18: inference.ModelInferResponse.InferOutputTensor.ParametersEntry.value:type_name -> inference.InferParameter
+	30, // 19: inference.SystemSharedMemoryStatusResponse.RegionsEntry.value:type_name -> inference.SystemSharedMemoryStatusResponse.RegionStatus
+	0,  // 20: inference.GRPCInferenceService.ServerLive:input_type -> inference.ServerLiveRequest
+	2,  // 21: inference.GRPCInferenceService.ServerReady:input_type -> inference.ServerReadyRequest
+	4,  // 22: inference.GRPCInferenceService.ModelReady:input_type -> inference.ModelReadyRequest
+	6,  // 23: inference.GRPCInferenceService.ServerMetadata:input_type -> inference.ServerMetadataRequest
+	8,  // 24: inference.GRPCInferenceService.ModelMetadata:input_type -> inference.ModelMetadataRequest
+	10, // 25: inference.GRPCInferenceService.ModelInfer:input_type -> inference.ModelInferRequest
+	10, // 26: inference.GRPCInferenceService.ModelStreamInfer:input_type -> inference.ModelInferRequest
+	15, // 27: inference.GRPCInferenceService.SystemSharedMemoryStatus:input_type -> inference.SystemSharedMemoryStatusRequest
+	17, // 28: inference.GRPCInferenceService.SystemSharedMemoryRegister:input_type -> inference.SystemSharedMemoryRegisterRequest
+	19, // 29: inference.GRPCInferenceService.SystemSharedMemoryUnregister:input_type -> inference.SystemSharedMemoryUnregisterRequest
+	1,  // 30: inference.GRPCInferenceService.ServerLive:output_type -> inference.ServerLiveResponse
+	3,  // 31: inference.GRPCInferenceService.ServerReady:output_type -> inference.ServerReadyResponse
+	5,  // 32: inference.GRPCInferenceService.ModelReady:output_type -> inference.ModelReadyResponse
+	7,  // 33: inference.GRPCInferenceService.ServerMetadata:output_type -> inference.ServerMetadataResponse
+	9,  // 34: inference.GRPCInferenceService.ModelMetadata:output_type -> inference.ModelMetadataResponse
+	11, // 35: inference.GRPCInferenceService.ModelInfer:output_type -> inference.ModelInferResponse
+	12, // 36: inference.GRPCInferenceService.ModelStreamInfer:output_type -> inference.ModelStreamInferResponse
+	16, // 37: inference.GRPCInferenceService.SystemSharedMemoryStatus:output_type -> inference.SystemSharedMemoryStatusResponse
+	18, // 38: inference.GRPCInferenceService.SystemSharedMemoryRegister:output_type -> inference.SystemSharedMemoryRegisterResponse
+	20, // 39: inference.GRPCInferenceService.SystemSharedMemoryUnregister:output_type -> inference.SystemSharedMemoryUnregisterResponse
+	30, // [30:40] is the sub-list for method output_type
+	20, // [20:30] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_oip_proto_init() }
@@ -1767,7 +1828,7 @@ func file_oip_proto_init() {
 	if File_oip_proto != nil {
 		return
 	}
-	file_oip_proto_msgTypes[12].OneofWrappers = []any{
+	file_oip_proto_msgTypes[13].OneofWrappers = []any{
 		(*InferParameter_BoolParam)(nil),
 		(*InferParameter_Int64Param)(nil),
 		(*InferParameter_StringParam)(nil),
@@ -1780,7 +1841,7 @@ func file_oip_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_oip_proto_rawDesc), len(file_oip_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
