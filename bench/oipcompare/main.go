@@ -217,6 +217,10 @@ func main() {
 	fmt.Fprintf(&b, "Go → Go over shared memory against memcpy at 64 MiB: %.1f× the time (goal ≤ 2×).\n",
 		float64(t.rows["Go client → Go server, shared memory"][64<<20])/float64(t.rows[memcpyRow][64<<20]))
 	fmt.Print(b.String())
+
+	if err := compareStream(s, addr); err != nil {
+		fail(err)
+	}
 }
 
 // table is rows of medians by size, in the order rows were first added.
