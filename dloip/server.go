@@ -31,6 +31,8 @@ type Server struct {
 	// regions: the registered shared-memory regions (shm.go).
 	regions map[string]*region
 	closed  bool
+	// rest: the REST binding (rest.go).
+	rest restState
 }
 
 // service is the Server as gRPC sees it: the protocol's methods.
@@ -136,6 +138,7 @@ func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.rest.shutdown()
 	s.srv.GracefulStop()
 	s.mu.Lock()
 	regions := s.regions

@@ -1,0 +1,232 @@
+package dloip
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/godlpack/dlpack"
+	"github.com/godlpack/dlpack/minifloat"
+	"google.golang.org/grpc/codes"
+)
+
+// serveREST starts a server on loopback serving both bindings; it
+// returns the server and the REST base URL.
+func serveREST(t testing.TB, opts Options, models ...Model) (*Server, string) {
+	t.Helper()
+	s, _ := serve(t, opts, models...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.ServeREST(lis) }()
+	t.Cleanup(func() {
+		s.Shutdown()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
+	return s, scheme + lis.Addr().String()
+}
+
+func dialREST(t testing.TB, base string, opts ClientOptions) *RESTClient {
+	t.Helper()
+	c, err := DialREST(base, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sameValues reports whether a and b, tensors of datatype, hold the same
+// values: bit for bit, or with JSON (nanAny) every NaN equal to any
+// other, JSON having no NaN payloads.
+func sameValues(datatype string, a, b []byte, nanAny bool) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	if !nanAny || len(a) != len(b) {
+		return false
+	}
+	isNaN := func(x []byte) bool {
+		switch datatype {
+		case "FP16":
+			return minifloat.Float16(binary.LittleEndian.Uint16(x)).IsNaN()
+		case "BF16":
+			return minifloat.BFloat16(binary.LittleEndian.Uint16(x)).IsNaN()
+		case "FP32":
+			return math.IsNaN(float64(math.Float32frombits(binary.LittleEndian.Uint32(x))))
+		case "FP64":
+			return math.IsNaN(math.Float64frombits(binary.LittleEndian.Uint64(x)))
+		}
+		return false
+	}
+	dt, _ := ParseDatatype(datatype)
+	size := dt.ItemSize()
+	for i := 0; i < len(a); i += size {
+		if !bytes.Equal(a[i:i+size], b[i:i+size]) && !(isNaN(a[i:i+size]) && isNaN(b[i:i+size])) {
+			return false
+		}
+	}
+	return true
+}
+
+// Our REST client against our REST server, binary data both ways and
+// JSON both ways: every datatype at every shape, random bit patterns,
+// and text; bit for bit (JSON: every NaN a NaN, its payload lost).
+func TestRESTRoundTrip(t *testing.T) {
+	_, base := serveREST(t, Options{}, dynamicEcho())
+	for _, mode := range []string{"binary", "JSON"} {
+		c := dialREST(t, base, ClientOptions{})
+		if mode == "JSON" {
+			c = c.WithJSON()
+		}
+		ctx := ctxT(t)
+		n := 0
+		for _, shape := range peerShapes {
+			for _, d := range Datatypes() {
+				dt, _ := ParseDatatype(d)
+				x := newRaw(t, dt, shape...)
+				id := fmt.Sprint(d, shape)
+				resp, err := c.Infer(ctx, &InferRequest{Model: "echo", ID: id, Inputs: []Input{{Name: "x_" + d, Tensor: x}}})
+				if err != nil {
+					t.Fatalf("%s: %s %v: %v", mode, d, shape, err)
+				}
+				out := resp.Output("x_" + d)
+				if out == nil || !sameValues(d, out.Bytes(), x.data, mode == "JSON") || fmt.Sprint(out.Shape()) != fmt.Sprint(shape) || out.DataType() != dt || resp.ID != id {
+					t.Fatalf("%s: %s %v: the output differs from the input", mode, d, shape)
+				}
+				if out.IsCopied() != (mode == "JSON") || out.Aligned() != true {
+					t.Fatalf("%s: %s %v: IsCopied %v, aligned %v", mode, d, shape, out.IsCopied(), out.Aligned())
+				}
+				resp.Close()
+				n++
+			}
+		}
+		text := peerText
+		if mode == "JSON" {
+			text = text[:3] // JSON strings are text: no binary bytes
+		}
+		texts := restBytesCases(t, c, ctx, "echo", text)
+		t.Logf("%s both ways: %d tensors and %d BYTES tensors of text bit for bit", mode, n, texts)
+	}
+}
+
+// restBytesCases is bytesCases for a RESTClient.
+func restBytesCases(t *testing.T, c *RESTClient, ctx context.Context, model string, text [][]byte) int {
+	t.Helper()
+	n := 0
+	for _, shape := range [][]int64{{0}, {1}, {5}, {2, 3}} {
+		k := int(shape[0])
+		if len(shape) > 1 {
+			k *= int(shape[1])
+		}
+		bt := &BytesTensor{Shape: shape}
+		for i := range k {
+			bt.Elements = append(bt.Elements, text[i%len(text)])
+		}
+		resp, err := c.Infer(ctx, &InferRequest{Model: model, Inputs: []Input{{Name: "text", Tensor: bt}}})
+		if err != nil {
+			t.Fatalf("BYTES %v: %v", shape, err)
+		}
+		out := resp.Output("text")
+		if out == nil || out.Datatype() != BYTES || fmt.Sprint(out.Shape()) != fmt.Sprint(shape) || len(out.Elements()) != k {
+			t.Fatalf("BYTES %v: the output differs from the input", shape)
+		}
+		for i, e := range out.Elements() {
+			if !bytes.Equal(e, bt.Elements[i]) {
+				t.Fatalf("BYTES %v: element %d differs", shape, i)
+			}
+		}
+		resp.Close()
+		n++
+	}
+	return n
+}
+
+// The health, metadata and error endpoints, and what a request that
+// breaks the protocol gets: each its HTTP status and {"error": ...}.
+func TestRESTEndpoints(t *testing.T) {
+	x := TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}}
+	s, base := serveREST(t, Options{Name: "srv", Version: "7"}, echoModel("m", x))
+	c := dialREST(t, base, ClientOptions{})
+	ctx := ctxT(t)
+	if live, err := c.ServerLive(ctx); !live || err != nil {
+		t.Fatal(live, err)
+	}
+	if ready, err := c.ServerReady(ctx); !ready || err != nil {
+		t.Fatal(ready, err)
+	}
+	if ready, err := c.ModelReady(ctx, "m", "1"); !ready || err != nil {
+		t.Fatal(ready, err)
+	}
+	ready, err := c.ModelReady(ctx, "nope", "")
+	wantStatus(t, err, codes.NotFound, "nope")
+	if ready {
+		t.Fatal("an unknown model is ready")
+	}
+	_, err = c.ModelReady(ctx, "m", "2")
+	wantStatus(t, err, codes.NotFound, "no version")
+	sm, err := c.ServerMetadata(ctx)
+	if err != nil || sm.Name != "srv" || sm.Version != "7" || fmt.Sprint(sm.Extensions) != "[binary_tensor_data]" {
+		t.Fatal(sm, err)
+	}
+	mm, err := c.ModelMetadata(ctx, "m", "")
+	if err != nil || mm.Name != "m" || len(mm.Inputs) != 1 || fmt.Sprint(mm.Inputs[0]) != fmt.Sprint(TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1, 4}}) || mm.Platform != "go" {
+		t.Fatal(mm, err)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		code               int
+		parts              []string
+	}{
+		{"GET", "/v2/nothing", "", 404, []string{"no endpoint"}},
+		{"POST", "/v2/health/live", "", 405, []string{"takes GET"}},
+		{"GET", "/v2/models/m/infer", "", 405, []string{"takes POST"}},
+		{"POST", "/v2/models/nope/infer", "{}", 404, []string{`"nope"`}},
+		{"POST", "/v2/models/m/infer", "{", 400, []string{"JSON at byte 1"}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3]}]}`, 400, []string{`input "x": data = 3 values`, "4 elements"}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,"a"]}]}`, 400, []string{`input "x"`, "element 3"}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP64","shape":[1,4],"data":[1,2,3,4]}]}`, 400, []string{`input "x": datatype = FP64`}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"y","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}`, 400, []string{`input = "y"`}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}],"outputs":[{"name":"z"}]}`, 400, []string{`output = "z"`}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4],"data":[1,2,3,4]}]}`, 400, []string{`"data" given twice`}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4]}]}`, 400, []string{`input "x"`, "no data"}},
+		{"POST", "/v2/models/m/infer", `{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"parameters":{"binary_data_size":16}}]}`, 400, []string{HeaderInferenceContentLength}},
+	} {
+		req, _ := http.NewRequest(tc.method, base+tc.path, strings.NewReader(tc.body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Content-Type") != "application/json" || !strings.HasPrefix(string(b), `{"error":`) {
+			t.Fatalf("%s %s %s: %d %s", tc.method, tc.path, tc.body, resp.StatusCode, b)
+		}
+		for _, p := range tc.parts {
+			if !strings.Contains(string(b), strings.ReplaceAll(p, `"`, `\"`)) {
+				t.Fatalf("%s %s %s: %s lacks %q", tc.method, tc.path, tc.body, b, p)
+			}
+		}
+		t.Logf("%s %s: %d %s", tc.method, tc.path, resp.StatusCode, b)
+	}
+	s.Shutdown()
+	if _, err := c.ServerLive(ctx); err == nil {
+		t.Fatal("live after Shutdown")
+	}
+	_, _ = dlpack.Float32, context.Background
+}
