@@ -958,7 +958,7 @@ func appendValues(dst []byte, p *jsonPart, state, limit int) ([]byte, int) {
 // Triton writes them, so that a reader of float64 rounds it back to the
 // same bits); NaN and the infinities as NaN, Infinity and -Infinity,
 // which Python's json module and rapidjson read (JSON has no number for
-// them, and a NaN's payload is lost).
+// them, and a NaN's payload is lost); a negative zero as -0.0.
 func appendFloat(dst []byte, x float64) []byte {
 	switch {
 	case x != x:
@@ -967,6 +967,10 @@ func appendFloat(dst []byte, x float64) []byte {
 		return append(dst, "Infinity"...)
 	case math.IsInf(x, -1):
 		return append(dst, "-Infinity"...)
+	case x == 0 && math.Signbit(x):
+		// "-0" reads as the integer 0 in Python and orjson: the sign
+		// would be lost
+		return append(dst, "-0.0"...)
 	}
 	return strconv.AppendFloat(dst, x, 'g', -1, 64)
 }

@@ -98,7 +98,7 @@ func readREST(body io.Reader, length int64, hdr string, request bool, lim restLi
 		}
 	}()
 	for _, t := range msg.tensors {
-		if t.binary >= 0 && hdr == "" {
+		if t.binary > 0 && hdr == "" {
 			return nil, &dlpack.FieldError{Field: fmt.Sprintf("%s %q: parameters", what, t.name), Value: ParamBinaryDataSize, Err: ErrInvalid,
 				Why: "binary data needs the " + HeaderInferenceContentLength + " header"}
 		}
@@ -141,6 +141,8 @@ func readREST(body io.Reader, length int64, hdr string, request bool, lim restLi
 		if t.binary < 0 {
 			continue
 		}
+		// (kserve's client sends an empty tensor as binary data of 0
+		// bytes without the header)
 		b := []byte{}
 		if t.binary > 0 {
 			b = lim.alloc.Allocate(int(t.binary))
