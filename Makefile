@@ -74,7 +74,7 @@ FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
 FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
 	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile \
-	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse \
+	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse ./dloip:FuzzRESTRequest \
 	./dlflight:FuzzFlightData ./dlflight:FuzzTicket ./dlflight:FuzzFlightInfo ./dlflight:FuzzSchema
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"

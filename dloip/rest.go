@@ -312,7 +312,7 @@ func (s *Server) restInfer(w http.ResponseWriter, r *http.Request) error {
 	}
 	fail := func(err error) error { return fmt.Errorf("dloip: model %q: %w", m.meta.Name, err) }
 	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		return &restStatusError{code: http.StatusUnsupportedMediaType, err: status.Errorf(codes.Unimplemented,
+		return &restStatusError{code: http.StatusUnsupportedMediaType, err: fmt.Errorf(
 			"dloip: model %q: Content-Encoding %q: the server takes bodies as they are, not compressed", m.meta.Name, enc)}
 	}
 	rc := http.NewResponseController(w)
@@ -324,33 +324,16 @@ func (s *Server) restInfer(w http.ResponseWriter, r *http.Request) error {
 	var asked []string
 	var binaryOut []bool
 	in, err := readREST(http.MaxBytesReader(w, r.Body, lim.maxBody), r.ContentLength, r.Header.Get(HeaderInferenceContentLength), true, lim,
-		func(msg *restMessage) error {
-			ws := make([]wireTensor, len(msg.tensors))
-			for i, t := range msg.tensors {
-				if _, ok := t.params[ParamRegion]; ok {
-					return restNoShm("input", t.name)
-				}
-				ws[i] = wireTensor{name: t.name, datatype: t.datatype, shape: t.shape}
-			}
-			if err := s.checkInputs(m.meta, ws); err != nil {
-				return err
-			}
-			all, _ := msg.params["binary_data_output"].(bool)
-			for _, o := range msg.outputs {
-				if _, ok := o.params[ParamRegion]; ok {
-					return restNoShm("output", o.name)
-				}
-				b, ok := o.params["binary_data"].(bool)
-				asked, binaryOut = append(asked, o.name), append(binaryOut, b || !ok && all)
-			}
-			return checkOutputs(m.meta, asked)
+		func(msg *restMessage) (err error) {
+			asked, binaryOut, err = s.restCheck(m.meta, msg)
+			return err
 		})
 	if stall > 0 {
 		rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
 		if errors.Is(err, ErrLimit) {
-			return &restStatusError{code: http.StatusRequestEntityTooLarge, err: statusOf(fail(err))}
+			return &restStatusError{code: http.StatusRequestEntityTooLarge, err: fail(err)}
 		}
 		return fail(err)
 	}
@@ -402,6 +385,32 @@ func (s *Server) restInfer(w http.ResponseWriter, r *http.Request) error {
 		return fail(err)
 	}
 	return restWrite(w, rc, js, touts, stall)
+}
+
+// restCheck checks a request's JSON against a model's metadata and the
+// limits, before anything is allocated for its tensors (checkInputs,
+// checkOutputs); it returns the names of the outputs asked for and
+// whether each goes back as binary data.
+func (s *Server) restCheck(meta ModelMetadata, msg *restMessage) (asked []string, binary []bool, err error) {
+	ws := make([]wireTensor, len(msg.tensors))
+	for i, t := range msg.tensors {
+		if _, ok := t.params[ParamRegion]; ok {
+			return nil, nil, restNoShm("input", t.name)
+		}
+		ws[i] = wireTensor{name: t.name, datatype: t.datatype, shape: t.shape}
+	}
+	if err := s.checkInputs(meta, ws); err != nil {
+		return nil, nil, err
+	}
+	all, _ := msg.params["binary_data_output"].(bool)
+	for _, o := range msg.outputs {
+		if _, ok := o.params[ParamRegion]; ok {
+			return nil, nil, restNoShm("output", o.name)
+		}
+		b, ok := o.params["binary_data"].(bool)
+		asked, binary = append(asked, o.name), append(binary, b || !ok && all)
+	}
+	return asked, binary, checkOutputs(meta, asked)
 }
 
 // restNoShm refuses a tensor in shared memory: the REST binding does not
