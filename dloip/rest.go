@@ -18,6 +18,7 @@ import (
 	"github.com/godlpack/dlpack/dlgrpc"
 	"github.com/godlpack/dlpack/internal/fault"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -342,6 +343,13 @@ func (s *Server) restInfer(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fail(err)
 	}
+	// The model sees the request's headers as it sees a gRPC call's
+	// metadata.
+	md := make(metadata.MD, len(r.Header))
+	for k, v := range r.Header {
+		md[strings.ToLower(k)] = v
+	}
+	ctx = metadata.NewIncomingContext(ctx, md)
 	req := &Request{Model: m.meta.Name, Version: version, ID: in.msg.id, Parameters: in.msg.params, Inputs: ins, Outputs: asked}
 	// The inputs are released once the outputs are taken: an output may
 	// be an input, or share its memory.

@@ -20,12 +20,11 @@ import (
 // error must have. cut: the request ends there (the client closes its
 // side), short of the length it declared.
 type restHostile struct {
-	name   string
-	wire   []byte
-	cut    bool
-	code   int
-	parts  []string
-	status int // 0: code
+	name  string
+	wire  []byte
+	cut   bool
+	code  int
+	parts []string
 }
 
 // restWire is a POST to path with the headers and body; length, when
