@@ -421,6 +421,9 @@ func (s *Server) restCheck(meta ModelMetadata, msg *restMessage) (asked []string
 	return asked, binary, checkOutputs(meta, asked)
 }
 
+// pieces are the buffers restWrite writes JSON from, a piece at a time.
+var pieces = sync.Pool{New: func() any { b := make([]byte, 0, jsonPiece+1024); return &b }}
+
 // restNoShm refuses a tensor in shared memory: the REST binding does not
 // serve Triton's shared-memory parameters.
 func restNoShm(what, name string) error {
@@ -441,7 +444,10 @@ func restWrite(w http.ResponseWriter, rc *http.ResponseController, js *jsonStrea
 			bin += int64(len(t.data))
 		}
 	}
-	buf, done := js.next(make([]byte, 0, jsonPiece+1024))
+	bp := pieces.Get().(*[]byte)
+	defer pieces.Put(bp)
+	buf, done := js.next((*bp)[:0])
+	defer func() { *bp = buf[:0] }()
 	jsonLen := int64(-1)
 	switch {
 	case done:

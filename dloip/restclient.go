@@ -519,9 +519,10 @@ func (b *restBody) WriteTo(w io.Writer) (int64, error) {
 			b.buf, b.jsDone = b.js.next(b.buf[:0])
 		}
 		var p []byte
+		json := len(b.buf) > 0
 		switch {
-		case len(b.buf) > 0:
-			p, b.buf = b.buf, nil
+		case json:
+			p = b.buf
 		case len(b.parts) > 0:
 			p, b.parts = b.parts[0], b.parts[1:]
 		default:
@@ -529,6 +530,9 @@ func (b *restBody) WriteTo(w io.Writer) (int64, error) {
 			return total, nil
 		}
 		n, err := w.Write(p)
+		if json {
+			b.buf = p[:0] // the next piece goes into the same buffer
+		}
 		b.mu.Unlock()
 		total += int64(n)
 		if err != nil {

@@ -203,9 +203,11 @@ func (r *jsonReader) escaped(start, j int) ([]byte, error) {
 func (r *jsonReader) number() ([]byte, error) {
 	r.ws()
 	start := r.i
-	for _, w := range []string{"NaN", "Infinity", "-Infinity"} {
-		if r.word(w) {
-			return r.b[start:r.i], nil
+	if r.i < len(r.b) && (r.b[r.i] == 'N' || r.b[r.i] == 'I' || r.b[r.i] == '-' && r.i+1 < len(r.b) && r.b[r.i+1] == 'I') {
+		for _, w := range []string{"NaN", "Infinity", "-Infinity"} {
+			if r.word(w) {
+				return r.b[start:r.i], nil
+			}
 		}
 	}
 	b, i := r.b, r.i
@@ -938,13 +940,16 @@ func appendValues(dst []byte, p *jsonPart, state, limit int) ([]byte, int) {
 			shift := 64 - 8*size
 			dst = strconv.AppendInt(dst, int64(v<<shift)>>shift, 10)
 		case "FP16":
-			dst = appendFloat(dst, minifloat.Float16(binary.LittleEndian.Uint16(p.data[2*i:])).Float64())
+			h := minifloat.Float16(binary.LittleEndian.Uint16(p.data[2*i:]))
+			dst = appendFloat(dst, h.Float64(), func(v float64) bool { return minifloat.Float16From32(roundOdd32(v)) == h })
 		case "BF16":
-			dst = appendFloat(dst, minifloat.BFloat16(binary.LittleEndian.Uint16(p.data[2*i:])).Float64())
+			h := minifloat.BFloat16(binary.LittleEndian.Uint16(p.data[2*i:]))
+			dst = appendFloat(dst, h.Float64(), func(v float64) bool { return minifloat.BFloat16From32(roundOdd32(v)) == h })
 		case "FP32":
-			dst = appendFloat(dst, float64(math.Float32frombits(binary.LittleEndian.Uint32(p.data[4*i:]))))
+			f := math.Float32frombits(binary.LittleEndian.Uint32(p.data[4*i:]))
+			dst = appendFloat(dst, float64(f), func(v float64) bool { return float32(v) == f })
 		case "FP64":
-			dst = appendFloat(dst, math.Float64frombits(binary.LittleEndian.Uint64(p.data[8*i:])))
+			dst = appendFloat(dst, math.Float64frombits(binary.LittleEndian.Uint64(p.data[8*i:])), nil)
 		}
 	}
 	if i == n {
@@ -953,13 +958,17 @@ func appendValues(dst []byte, p *jsonPart, state, limit int) ([]byte, int) {
 	return dst, i + 1
 }
 
-// appendFloat writes x exactly: the shortest decimal that reads back as
-// the same float64 (a float32, float16 or bfloat16 widened exactly, as
-// Triton writes them, so that a reader of float64 rounds it back to the
-// same bits); NaN and the infinities as NaN, Infinity and -Infinity,
-// which Python's json module and rapidjson read (JSON has no number for
-// them, and a NaN's payload is lost); a negative zero as -0.0.
-func appendFloat(dst []byte, x float64) []byte {
+// appendFloat writes x, a float64 or a narrower float widened exactly,
+// so that it reads back as the same bits: for a narrower float (narrow
+// set: whether a float64 read back rounds to it), the shortest decimal
+// of its float32 when that float32 decimal, read as a float64 (as
+// Python, orjson and NumPy read it) and rounded, gives it back, else,
+// as for a float64, the shortest decimal that reads back as the same
+// float64 (as Triton writes floats); NaN and the infinities as NaN,
+// Infinity and -Infinity, which Python's json module and rapidjson read
+// (JSON has no number for them, and a NaN's payload is lost); a
+// negative zero as -0.0.
+func appendFloat(dst []byte, x float64, narrow func(float64) bool) []byte {
 	switch {
 	case x != x:
 		return append(dst, "NaN"...)
@@ -971,6 +980,14 @@ func appendFloat(dst []byte, x float64) []byte {
 		// "-0" reads as the integer 0 in Python and orjson: the sign
 		// would be lost
 		return append(dst, "-0.0"...)
+	}
+	if narrow != nil {
+		n := len(dst)
+		dst = strconv.AppendFloat(dst, x, 'g', -1, 32)
+		if v, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(dst[n:]), len(dst)-n), 64); err == nil && narrow(v) {
+			return dst
+		}
+		dst = dst[:n]
 	}
 	return strconv.AppendFloat(dst, x, 'g', -1, 64)
 }
