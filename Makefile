@@ -322,7 +322,7 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installe
 	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory; over REST: curl, kserve's and tritonclient's REST clients -> our server (TLS, token), our REST client -> kserve's and MLServer's"
 	DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(MUSTPASS) -all -show 'bit for bit|load:|1 GiB' \
 		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge \
-		TestPeersRESTCurl TestPeersRESTClients TestPeersRESTKserveServer TestPeersRESTMLServer) -- -count=1 -skip '^TestCompare$$'
+		TestPeersRESTCurl TestPeersRESTClients TestPeersRESTKserveServer TestPeersRESTMLServer) -- -count=1 -skip '^TestCompare(REST)?$$'
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	$(ONNX_ENV) $(MUSTPASS) -all -show 'bit for bit' ./dloip/oiponnx:TestSideBySidePython -- -count=1
@@ -361,7 +361,7 @@ compare-onnx: $(VENV)/.installed
 # medians, with memcpy and Go over shared memory; a Markdown table.
 compare: compare-oip
 compare-oip: $(VENV_OIP)/.installed
-	DLOIP_COMPARE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python $(GO) test -count=1 -run '^TestCompare$$' -v ./dloip 2>&1 | grep -vE '^(=== RUN|    )'
+	DLOIP_COMPARE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python $(GO) test -count=1 -run '^TestCompare(REST)?$$' -v ./dloip 2>&1 | grep -vE '^(=== RUN|    )'
 
 # The GPU suite (examples/python/tests_gpu): CUDA tensors of PyTorch, CuPy
 # and JAX through Go, run on a machine with an NVIDIA GPU (never by `make

@@ -21,7 +21,14 @@ import (
 // returns the server and the REST base URL.
 func serveREST(t testing.TB, opts Options, models ...Model) (*Server, string) {
 	t.Helper()
-	s, _ := serve(t, opts, models...)
+	s, _, base := serveBoth(t, opts, models...)
+	return s, base
+}
+
+// serveBoth is serveREST, returning the gRPC address too.
+func serveBoth(t testing.TB, opts Options, models ...Model) (*Server, string, string) {
+	t.Helper()
+	s, addr := serve(t, opts, models...)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +45,7 @@ func serveREST(t testing.TB, opts Options, models ...Model) (*Server, string) {
 	if opts.TLS != nil {
 		scheme = "https://"
 	}
-	return s, scheme + lis.Addr().String()
+	return s, addr, scheme + lis.Addr().String()
 }
 
 func dialREST(t testing.TB, base string, opts ClientOptions) *RESTClient {
