@@ -18,10 +18,11 @@ import (
 )
 
 // Server serves Models over the Open Inference Protocol's gRPC service
-// (inference.GRPCInferenceService), to any client of the protocol:
-// tritonclient, kserve's InferenceGRPCClient, a dloip Client, ... Build
-// it with NewServer, Register models, Serve a listener, Shutdown at the
-// end.
+// (inference.GRPCInferenceService) and its REST binding, to any client
+// of the protocol: tritonclient, kserve's InferenceGRPCClient and
+// InferenceRESTClient, a dloip Client or RESTClient, curl, ... Build it
+// with NewServer, Register models, Serve a listener (and ServeREST
+// another), Shutdown at the end.
 type Server struct {
 	opts Options
 	srv  *dlgrpc.Server
@@ -131,9 +132,9 @@ func (s *Server) Unregister(name string) bool {
 // Serve serves on lis until Shutdown; it returns nil then.
 func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 
-// Shutdown stops accepting calls, waits for the running ones, and
-// stops; the shared-memory regions are unregistered (each unmapped once
-// no tensor uses it).
+// Shutdown stops accepting calls (gRPC and REST), waits for the running
+// ones, and stops; the shared-memory regions are unregistered (each
+// unmapped once no tensor uses it).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
