@@ -150,6 +150,14 @@ func TestRESTHostileRequestsZeroOptions(t *testing.T) {
 		if resp, body, err := sendREST(addr, good, false); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("after %s: %v %s", tc.name, err, body)
 		}
+		// the good request's input is released once its handler
+		// returns, which may be just after its answer arrived
+		for i := 0; alloc.out.Load() != 0 && i < 200; i++ {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := alloc.out.Load(); n != 0 {
+			t.Fatalf("after %s: the good request's %d bytes held", tc.name, n)
+		}
 	}
 }
 

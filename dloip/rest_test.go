@@ -246,5 +246,55 @@ func TestRESTEndpoints(t *testing.T) {
 	if _, err := c.ServerLive(ctx); err == nil {
 		t.Fatal("live after Shutdown")
 	}
-	_, _ = dlpack.Float32, context.Background
+}
+
+// JSON values as the server reads and writes them: nested arrays read
+// flat, every float rounded once to its type (ties to even; beyond the
+// range an infinity) and written back so that it reads as the same
+// bits, NaN and the infinities as words, a negative zero as -0.0, the
+// integer types' extremes, strings with escapes. A BYTES output that is
+// not UTF-8 has no JSON string: 400 naming the element, and the same
+// output as binary data.
+func TestRESTJSONValues(t *testing.T) {
+	notText := ModelFunc(ModelMetadata{Name: "bin", Inputs: []TensorMetadata{{Name: "x", Datatype: "BOOL", Shape: []int64{1}}},
+		Outputs: []TensorMetadata{{Name: "b", Datatype: BYTES, Shape: []int64{2}}}}, func(context.Context, *Request) ([]Output, error) {
+		return []Output{{Name: "b", Tensor: &BytesTensor{Shape: []int64{2}, Elements: [][]byte{[]byte("ok"), {0xff, 0}}}}}, nil
+	})
+	_, base := serveREST(t, Options{}, dynamicEcho(), notText)
+	post := func(model, body string) (int, string) {
+		resp, err := http.Post(base+"/v2/models/"+model+"/infer", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct{ datatype, shape, in, out string }{
+		{"FP32", "[2,3]", `[[0.1,-0.0,1e2],[NaN,-Infinity,3.4028235e38]]`, `[0.1,-0.0,100,NaN,-Infinity,3.4028235e+38]`},
+		{"FP16", "[5]", `[0.1,65504,65520,6e-8,-2.5]`, `[0.099975586,65504,Infinity,5.9604645e-08,-2.5]`},
+		{"BF16", "[3]", `[0.1,3.14159,1e38]`, `[0.100097656,3.140625,9.96921e+37]`},
+		{"FP64", "[3]", `[0.1,1e-320,-1.7976931348623157e308]`, `[0.1,1e-320,-1.7976931348623157e+308]`},
+		{"INT64", "[3]", `[-9223372036854775808,9223372036854775807,0]`, `[-9223372036854775808,9223372036854775807,0]`},
+		{"UINT64", "[2]", `[18446744073709551615,0]`, `[18446744073709551615,0]`},
+		{"INT8", "[2]", `[-128,127]`, `[-128,127]`},
+		{"UINT16", "[]", `[65535]`, `[65535]`},
+		{"BOOL", "[2]", `[true,false]`, `[true,false]`},
+		{BYTES, "[3]", `["a\"b\\c","\u00e9\ud83d\ude00","\u0001\n"]`, `["a\"b\\c","é😀","\u0001\n"]`},
+	} {
+		code, got := post("echo", fmt.Sprintf(`{"inputs":[{"name":"a","datatype":%q,"shape":%s,"data":%s}]}`, tc.datatype, tc.shape, tc.in))
+		want := fmt.Sprintf(`{"model_name":"echo","model_version":"","outputs":[{"name":"a","datatype":%q,"shape":%s,"data":%s}]}`, tc.datatype, tc.shape, tc.out)
+		if code != 200 || got != want {
+			t.Fatalf("%s %s:\ngot  %d %s\nwant %s", tc.datatype, tc.in, code, got, want)
+		}
+	}
+	code, got := post("bin", `{"inputs":[{"name":"x","datatype":"BOOL","shape":[1],"data":[true]}]}`)
+	if code != 400 || !strings.Contains(got, `output \"b\": element 1`) || !strings.Contains(got, "binary data") {
+		t.Fatalf("%d %s", code, got)
+	}
+	resp, err := dialREST(t, base, ClientOptions{}).Infer(ctxT(t), &InferRequest{Model: "bin", Inputs: []Input{{Name: "x", Tensor: newRaw(t, dlpack.Bool, 1)}}})
+	if err != nil || !bytes.Equal(resp.Output("b").Elements()[1], []byte{0xff, 0}) {
+		t.Fatal(err)
+	}
+	resp.Close()
 }
