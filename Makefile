@@ -74,7 +74,7 @@ FUZZTIME ?= 100000x
 # A target is Name (in package .) or ./pkg:Name.
 FUZZ_TARGETS := FuzzCheckTensor FuzzImport FuzzStridedView FuzzParseDataType FuzzParseDevice FuzzProduce \
 	./tensorfile:FuzzNPYHeader ./tensorfile:FuzzSafetensorsHeader ./tensorfile:FuzzNPZ ./tensorfile:FuzzLZMA ./dlarrow:FuzzOpenFile \
-	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse ./dloip:FuzzStreamResponse \
+	./dlgrpc:FuzzDecode ./dloip:FuzzInferRequest ./dloip:FuzzInferResponse ./dloip:FuzzStreamResponse ./dloip:FuzzRESTRequest \
 	./dlflight:FuzzFlightData ./dlflight:FuzzTicket ./dlflight:FuzzFlightInfo ./dlflight:FuzzSchema
 fuzz:
 	@echo "== fuzzing, -fuzztime $(FUZZTIME) per target"
@@ -319,9 +319,10 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installe
 	PROTOC_PYTHON=$(CURDIR)/$(VENV_PROTOC)/bin/python OUT=$(CURDIR)/.build/oip-gen PLUGIN_BIN=$(CURDIR)/.build/bin dloip/internal/pb/generate.sh
 	diff -u dloip/internal/pb/oip.pb.go .build/oip-gen/oip.pb.go
 	diff -u dloip/internal/pb/oip_grpc.pb.go .build/oip-gen/oip_grpc.pb.go
-	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory; streaming: tritonclient's stream -> our server, our client -> a Python grpcio stream server"
+	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory; streaming: tritonclient's stream -> our server, our client -> a Python grpcio stream server; over REST: curl, kserve's and tritonclient's REST clients -> our server (TLS, token), our REST client -> kserve's and MLServer's"
 	DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(MUSTPASS) -all -show 'bit for bit|load:|1 GiB|stream' \
-		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge TestPeersTritonStream TestPeersPythonStreamServer) -- -count=1
+		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge TestPeersTritonStream TestPeersPythonStreamServer \
+		TestPeersRESTCurl TestPeersRESTClients TestPeersRESTKserveServer TestPeersRESTMLServer) -- -count=1
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	$(ONNX_ENV) $(MUSTPASS) -all -show 'bit for bit' ./dloip/oiponnx:TestSideBySidePython -- -count=1

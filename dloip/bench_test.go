@@ -67,3 +67,34 @@ func streamFlood(tb testing.TB, c *Client, req *InferRequest) int {
 	}
 	return n
 }
+
+// BenchmarkInferREST: BenchmarkInfer over the REST binding, the tensor
+// as binary data both ways (binary) or as JSON values both ways (JSON),
+// Go client to Go server.
+func BenchmarkInferREST(b *testing.B) {
+	for _, mode := range []string{"binary", "JSON"} {
+		for _, size := range []struct {
+			name string
+			n    int64
+		}{{"4KiB", 4 << 10}, {"1MiB", 1 << 20}, {"64MiB", 64 << 20}} {
+			b.Run(mode+"/"+size.name, func(b *testing.B) {
+				_, base := serveREST(b, Options{MaxMessageBytes: 2 << 30}, echoModel("echo", TensorMetadata{Name: "x", Datatype: "FP32", Shape: []int64{-1}}))
+				c := dialREST(b, base, ClientOptions{MaxMessageBytes: 2 << 30})
+				if mode == "JSON" {
+					c = c.WithJSON()
+				}
+				x := newRaw(b, dlpack.Float32, size.n/4)
+				req := &InferRequest{Model: "echo", Inputs: []Input{{Name: "x", Tensor: x}}}
+				b.SetBytes(2 * size.n)
+				b.ResetTimer()
+				for range b.N {
+					resp, err := c.Infer(context.Background(), req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					resp.Close()
+				}
+			})
+		}
+	}
+}

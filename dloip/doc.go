@@ -1,9 +1,10 @@
 // Package dloip speaks the Open Inference Protocol (the KServe v2
-// inference protocol) over gRPC, client and server, with tensors as
-// DLPack producers and the tensor bytes never copied by us: a Go service
-// calls NVIDIA Triton, KServe, Seldon MLServer or OpenVINO Model Server,
-// or serves Go models to any of their clients (tritonclient, kserve's
-// InferenceGRPCClient).
+// inference protocol) over gRPC and over its HTTP/REST binding, client
+// and server, with tensors as DLPack producers and the tensor bytes
+// never copied by us: a Go service calls NVIDIA Triton, KServe, Seldon
+// MLServer or OpenVINO Model Server, or serves Go models to any of their
+// clients (tritonclient, kserve's InferenceGRPCClient and
+// InferenceRESTClient, curl).
 //
 //   - Into a tensor: Client.Infer (its outputs), ModelFunc (a model's
 //     inputs, Request.Inputs).
@@ -214,6 +215,51 @@
 // is dropped. The client asks for no output in shared memory on a
 // stream: a stream's responses do not say which region each was written
 // to.
+//
+// # REST
+//
+// The same Server serves the protocol's REST binding (KServe v2's
+// HTTP/REST API) on the same models: ServeREST on a listener of its own
+// (HTTPS with Options.TLS), or HTTPHandler in a server of the caller's.
+// DialREST makes a RESTClient, with the methods and types of Client.
+// A tensor travels as JSON values ("data", in row-major order, flat or
+// nested) or, with Triton's binary-data extension, as binary data after
+// the JSON (HeaderInferenceContentLength, ParamBinaryDataSize), laid out
+// as gRPC's raw contents. Binary data is read straight into a 64-byte
+// aligned buffer of the Allocator that the received Tensor shares, and
+// written from the producer's own memory; JSON values are read straight
+// into the tensor's buffer and written from its bytes a piece at a time,
+// never held as one document. A RESTClient sends and asks for binary
+// data by default (WithJSON for servers without the extension, such as
+// MLServer); a Server answers JSON unless the request asks for binary
+// data (an output's "binary_data" parameter, or the request's
+// "binary_data_output").
+//
+// JSON numbers: an integer type takes integer literals in its range,
+// BOOL true and false, FP16, BF16, FP32 and FP64 any number (read as a
+// float64, then rounded to the type, ties to even, as NumPy does) and
+// NaN, Infinity and -Infinity. A float is written so that it reads back
+// as the same bits, whether read as a float64 and rounded (Python,
+// orjson, NumPy) or read straight to its type; NaN and the infinities
+// as NaN, Infinity and -Infinity (a NaN's payload is lost: binary data
+// keeps it), a negative zero as -0.0. BYTES are JSON strings, their
+// UTF-8 bytes the elements; a BYTES output that is not UTF-8 text has no
+// JSON string, and fails its request (ErrInvalid, 400) naming the
+// element: it must be asked for as binary data.
+//
+// The edge is the gRPC service's: each request is admitted as a call is
+// (dlgrpc.Server.AdmitHTTP: Tokens or Authenticate from the
+// Authorization header, the same MaxConcurrentCalls places), the same
+// Allow decides, and the model sees the request's headers as a call's
+// metadata (metadata.FromIncomingContext). Options.MaxMessageBytes bounds
+// a REST body either way and MaxTensorBytes the tensors; every length a
+// message declares (its Content-Length, the JSON's length, each binary
+// data size, each shape) is checked against those bounds and against the
+// body before anything is allocated for it, and a tensor's JSON values
+// are counted against the shape from the size of their JSON first. An
+// error is answered {"error": "..."} with the HTTP status of its gRPC
+// code (RESTError reads it back as that code). Triton's shared-memory
+// parameters and compressed bodies are not served over REST.
 //
 // # Models
 //

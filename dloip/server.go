@@ -19,10 +19,11 @@ import (
 )
 
 // Server serves Models over the Open Inference Protocol's gRPC service
-// (inference.GRPCInferenceService), to any client of the protocol:
-// tritonclient, kserve's InferenceGRPCClient, a dloip Client, ... Build
-// it with NewServer, Register models, Serve a listener, Shutdown at the
-// end.
+// (inference.GRPCInferenceService) and its REST binding, to any client
+// of the protocol: tritonclient, kserve's InferenceGRPCClient and
+// InferenceRESTClient, a dloip Client or RESTClient, curl, ... Build it
+// with NewServer, Register models, Serve a listener (and ServeREST
+// another), Shutdown at the end.
 type Server struct {
 	opts Options
 	srv  *dlgrpc.Server
@@ -34,6 +35,8 @@ type Server struct {
 	closed  bool
 	// work: what runs, for Shutdown
 	work work
+	// rest: the REST binding (rest.go).
+	rest restState
 }
 
 // work counts the requests running (ModelInfer calls and requests on
@@ -183,17 +186,18 @@ func (s *Server) Unregister(name string) bool {
 // Serve serves on lis until Shutdown; it returns nil then.
 func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 
-// Shutdown stops accepting calls, waits for the running ones, and
-// stops; the shared-memory regions are unregistered (each unmapped once
-// no tensor uses it). A stream stays open as long as its client keeps
-// it: a request that comes on one once Shutdown has begun is answered
-// codes.Unavailable, and once no request runs, on a stream or not, the
-// streams still open are ended (their connections closed, which ends
-// any other call on them too).
+// Shutdown stops accepting calls (gRPC and REST), waits for the running
+// ones, and stops; the shared-memory regions are unregistered (each
+// unmapped once no tensor uses it). A stream stays open as long as its
+// client keeps it: a request that comes on one once Shutdown has begun is
+// answered codes.Unavailable, and once no request runs, on a stream or
+// not, the streams still open are ended (their connections closed, which
+// ends any other call on them too).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.rest.shutdown()
 	stopped := make(chan struct{})
 	go func() {
 		s.srv.GracefulStop()

@@ -72,7 +72,7 @@ func main() {
 	}
 
 	// kserve's ModelServer, and its own and Triton's clients against it.
-	kaddr, stopK, err := startKserve(512 << 20)
+	kaddr, kbase, stopK, err := startKserve(512 << 20)
 	if err != nil {
 		fail(err)
 	}
@@ -218,6 +218,9 @@ func main() {
 		float64(t.rows["Go client → Go server, shared memory"][64<<20])/float64(t.rows[memcpyRow][64<<20]))
 	fmt.Print(b.String())
 
+	if err := compareREST(s, c, kbase); err != nil {
+		fail(err)
+	}
 	if err := compareStream(s, addr); err != nil {
 		fail(err)
 	}
@@ -419,8 +422,9 @@ func (r *regions) close() {
 }
 
 // startKserve starts kserve_server.py (message limit limit) on loopback
-// ports and waits until its model "echo" is ready.
-func startKserve(limit int) (string, func(), error) {
+// ports and waits until its model "echo" is ready; it returns the gRPC
+// address and the REST base URL.
+func startKserve(limit int) (string, string, func(), error) {
 	grpcPort, httpPort, err := freePort(), freePort(), error(nil)
 	cmd := exec.Command(*python, "kserve_server.py", "--grpc_port", fmt.Sprint(grpcPort), "--http_port", fmt.Sprint(httpPort),
 		"--grpc_max_send_message_length", fmt.Sprint(limit), "--grpc_max_receive_message_length", fmt.Sprint(limit))
@@ -428,14 +432,14 @@ func startKserve(limit int) (string, func(), error) {
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err = cmd.Start(); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	stop := func() { cmd.Process.Kill(); cmd.Wait() }
-	addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
+	addr, base := fmt.Sprintf("127.0.0.1:%d", grpcPort), fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	c, err := dloip.Dial(addr, dloip.ClientOptions{})
 	if err != nil {
 		stop()
-		return "", nil, err
+		return "", "", nil, err
 	}
 	defer c.Close()
 	for i := 0; ; i++ {
@@ -443,11 +447,11 @@ func startKserve(limit int) (string, func(), error) {
 		ok, _ := c.ModelReady(ctx, "echo", "")
 		cancel()
 		if ok {
-			return addr, stop, nil
+			return addr, base, stop, nil
 		}
 		if i == 600 {
 			stop()
-			return "", nil, fmt.Errorf("kserve did not become ready in 60 s:\n%s", logs.String())
+			return "", "", nil, fmt.Errorf("kserve did not become ready in 60 s:\n%s", logs.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
