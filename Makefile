@@ -322,7 +322,7 @@ oip: $(VENV_OIP)/.installed $(VENV_PROTOC)/.installed $(VENV_MLSERVER)/.installe
 	@echo "== dloip with the peers: kserve's ModelServer and MLServer <- our client; kserve's and tritonclient's gRPC clients -> our server (TLS, token); tritonclient's shared memory; streaming: tritonclient's stream -> our server, our client -> a Python grpcio stream server; over REST: curl, kserve's and tritonclient's REST clients -> our server (TLS, token), our REST client -> kserve's and MLServer's"
 	DLOIP_LARGE=1 DLOIP_PYTHON=$(CURDIR)/$(VENV_OIP)/bin/python DLOIP_MLSERVER=$(CURDIR)/$(VENV_MLSERVER)/bin/python $(MUSTPASS) -all -show 'bit for bit|load:|1 GiB|stream' \
 		$(addprefix ./dloip:,TestPeersKserveServer TestPeersClients TestPeersTritonSharedMemory TestPeersTritonRegionsGoClient TestPeersMLServer TestLarge TestPeersTritonStream TestPeersPythonStreamServer \
-		TestPeersRESTCurl TestPeersRESTClients TestPeersRESTKserveServer TestPeersRESTMLServer) -- -count=1
+		TestPeersRESTCurl TestPeersRESTClients TestPeersRESTKserveServer TestPeersRESTMLServer TestPeersREADME) -- -count=1
 	@echo "== dloip/oiponnx: dlonnx sessions served over the protocol, bit for bit with ONNX Runtime's Python API; the example"
 	$(VENV)/bin/python dlonnx/testdata/models.py .build/onnx
 	$(ONNX_ENV) $(MUSTPASS) -all -show 'bit for bit' ./dloip/oiponnx:TestSideBySidePython -- -count=1
