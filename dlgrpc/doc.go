@@ -1,7 +1,14 @@
 // Package dlgrpc is the gRPC layer under the library's tensor services,
 // dlflight (Arrow Flight) and dloip (the Open Inference Protocol): one
 // copy of what both need at the network edge, where any peer can send
-// anything.
+// anything. A gRPC service of your own carries tensors the same way:
+//
+//   - Into a tensor: Decode (a message's tensor fields, each a Tensor).
+//   - Out of a tensor: Writer.Tensor (a tensor's bytes into a message,
+//     handed to gRPC from their own memory).
+//   - Copies: the wire (gRPC).
+//
+// What it holds:
 //
 //   - The options both services share (ServerOptions, ClientOptions):
 //     dlflight.Options and dloip.Options, and their ClientOptions, carry

@@ -6,11 +6,12 @@
 // clients (tritonclient, kserve's InferenceGRPCClient and
 // InferenceRESTClient, curl).
 //
-//   - Into a tensor: Client.Infer (its outputs), ModelFunc (a model's
-//     inputs, Request.Inputs).
-//   - Out of a tensor: Client.Infer (its inputs), Output (a model's
-//     outputs).
-//   - Copies: the wire (gRPC); typed contents decoded once.
+//   - Into a tensor: Client.Infer and RESTClient.Infer (their outputs),
+//     ModelFunc (a model's inputs, Request.Inputs).
+//   - Out of a tensor: Client.Infer and RESTClient.Infer (their inputs),
+//     Output (a model's outputs).
+//   - Copies: the wire (gRPC, HTTP); typed contents and JSON values
+//     decoded once.
 //
 // It is a module of its own (github.com/godlpack/dlpack/dloip), so that a
 // user of the core never downloads gRPC.
