@@ -129,7 +129,7 @@ func TestSideBySidePython(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	meta, err := c.ModelMetadata(ctx, "batch_float32", "")
-	if err != nil || fmt.Sprint(meta.Inputs) != "[{X FP32 [-1 8]}]" || fmt.Sprint(meta.Outputs) != "[{Y FP32 [-1 3]}]" {
+	if err != nil || fmt.Sprint(meta.Inputs) != "[{X FP32 [-1 8] false}]" || fmt.Sprint(meta.Outputs) != "[{Y FP32 [-1 3] false}]" {
 		t.Fatalf("metadata %v %v", meta, err)
 	}
 	n := 0
