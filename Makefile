@@ -394,7 +394,7 @@ gpu-check: gpu-build $(VENV)/.installed
 
 # One bridge's module alone, for a contributor who touches only it: gofmt,
 # vet and staticcheck, its tests in every mode, and its peers.
-.PHONY: test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-cmd-tensorfile
+.PHONY: test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-dlgrpc test-dloip test-cmd-tensorfile
 MODE_CHECKS := fmt-check vet unit race cgocheck2 checkfinalizers asan nocgo
 test-dlarrow: PKGS := ./dlarrow/...
 test-dlarrow: modules $(MODE_CHECKS) arrow
@@ -406,7 +406,11 @@ test-dlgonum: PKGS := ./dlgonum/...
 test-dlgonum: modules $(MODE_CHECKS)
 test-dlonnx: PKGS := ./dlonnx/...
 test-dlonnx: modules $(MODE_CHECKS) onnx
+test-dlgrpc: PKGS := ./dlgrpc/... ./dlflight/... ./dloip/...
+test-dlgrpc: modules $(MODE_CHECKS) flight oip
+test-dloip: PKGS := ./dloip/...
+test-dloip: modules $(MODE_CHECKS) oip
 test-cmd-tensorfile: PKGS := ./cmd/tensorfile/...
 test-cmd-tensorfile: modules $(MODE_CHECKS) cli
-test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-cmd-tensorfile:
+test-dlarrow test-dlflight test-dlgomlx test-dlgonum test-dlonnx test-dlgrpc test-dloip test-cmd-tensorfile:
 	@echo "== $@ passed"
