@@ -37,6 +37,7 @@ import (
 var (
 	python  = flag.String("python", os.Getenv("DLOIP_PYTHON"), "the Python of the venv with kserve and tritonclient")
 	scripts = flag.String("scripts", "dloip/testdata", "the folder of the peers' scripts")
+	tables  = flag.String("tables", "grpc,rest,stream", "the tables to make, of grpc, rest and stream")
 )
 
 var sizes = []int{4 << 10, 1 << 20, 64 << 20}
@@ -57,6 +58,13 @@ func main() {
 	if *python == "" {
 		log.Fatal("no Python: give -python or set DLOIP_PYTHON (make compare-oip does)")
 	}
+	on := map[string]bool{}
+	for _, name := range strings.Split(*tables, ",") {
+		if name != "grpc" && name != "rest" && name != "stream" {
+			log.Fatalf("-tables: no table %q (grpc, rest, stream)", name)
+		}
+		on[name] = true
+	}
 	var t table
 	var cleanup []func()
 	defer func() {
@@ -72,27 +80,34 @@ func main() {
 	}
 
 	// kserve's ModelServer, and its own and Triton's clients against it.
-	kaddr, kbase, stopK, err := startKserve(512 << 20)
-	if err != nil {
-		fail(err)
-	}
-	cleanup = append(cleanup, stopK)
-	kc, err := dloip.Dial(kaddr, dloip.ClientOptions{MaxMessageBytes: 512 << 20})
-	if err != nil {
-		fail(err)
-	}
-	cleanup = append(cleanup, func() { kc.Close() })
-	for _, step := range []func() error{
-		func() error { return goClient(&t, "Go client → kserve server", kc, "echo", "x", nil) },
-		func() error {
-			return peer(&t, "kserve client → kserve server", "kserve", kaddr, "echo", "x", plan(sizes)...)
-		},
-		func() error {
-			return peer(&t, "tritonclient → kserve server", "triton", kaddr, "echo", "x", plan(sizes)...)
-		},
-	} {
-		if err := step(); err != nil {
+	var kaddr, kbase string
+	if on["grpc"] || on["rest"] {
+		var stopK func()
+		var err error
+		kaddr, kbase, stopK, err = startKserve(512 << 20)
+		if err != nil {
 			fail(err)
+		}
+		cleanup = append(cleanup, stopK)
+	}
+	if on["grpc"] {
+		kc, err := dloip.Dial(kaddr, dloip.ClientOptions{MaxMessageBytes: 512 << 20})
+		if err != nil {
+			fail(err)
+		}
+		cleanup = append(cleanup, func() { kc.Close() })
+		for _, step := range []func() error{
+			func() error { return goClient(&t, "Go client → kserve server", kc, "echo", "x", nil) },
+			func() error {
+				return peer(&t, "kserve client → kserve server", "kserve", kaddr, "echo", "x", plan(sizes)...)
+			},
+			func() error {
+				return peer(&t, "tritonclient → kserve server", "triton", kaddr, "echo", "x", plan(sizes)...)
+			},
+		} {
+			if err := step(); err != nil {
+				fail(err)
+			}
 		}
 	}
 
@@ -109,120 +124,126 @@ func main() {
 	go s.Serve(lis)
 	cleanup = append(cleanup, s.Shutdown)
 	addr := lis.Addr().String()
-	if err := peer(&t, "kserve client → Go server", "kserve", addr, "echo_FP32", "x_FP32", plan(sizes)...); err != nil {
-		fail(err)
-	}
-	// One size at a time, counting this process's CPU time (user and
-	// system) meanwhile: the Go server is all this process does while
-	// tritonclient calls it, so that is the server's whole share of each
-	// call, an upper bound on what any change to the server could save.
-	serverUser, serverSys := map[int]time.Duration{}, map[int]time.Duration{}
-	for _, size := range sizes {
-		u0, s0 := processCPU()
-		if err := peer(&t, "tritonclient → Go server", "triton", addr, "echo_FP32", "x_FP32", plan([]int{size})...); err != nil {
-			fail(err)
-		}
-		u1, s1 := processCPU()
-		calls := time.Duration(reps[size] + 2)
-		serverUser[size], serverSys[size] = (u1-u0)/calls, (s1-s0)/calls
-	}
-	// tritonclient's own work for one call, with no network: copying the
-	// array in, building the request, serializing it, parsing a response
-	// and as_numpy.
-	clientParts, err := tritonParts(addr)
-	if err != nil {
-		fail(err)
-	}
-
 	c, err := dloip.Dial(addr, dloip.ClientOptions{MaxMessageBytes: 512 << 20})
 	if err != nil {
 		fail(err)
 	}
 	cleanup = append(cleanup, func() { c.Close() })
-	if err := goClient(&t, "Go client → Go server", c, "echo_FP32", "x_FP32", nil); err != nil {
-		fail(err)
-	}
-	regions, err := newRegions(c)
-	if err != nil {
-		fail(err)
-	}
-	cleanup = append(cleanup, regions.close)
-	if err := goClient(&t, "Go client → Go server, shared memory", c, "echo_FP32", "x_FP32", regions); err != nil {
-		fail(err)
-	}
-
-	// The loopback floor: the same bytes there and back over one TCP
-	// connection on 127.0.0.1, with no protocol at all (the kernel's
-	// copies and TCP alone), which no gRPC call can beat.
-	for _, size := range sizes {
-		d, err := tcpEcho(size, reps[size])
+	if on["grpc"] {
+		if err := peer(&t, "kserve client → Go server", "kserve", addr, "echo_FP32", "x_FP32", plan(sizes)...); err != nil {
+			fail(err)
+		}
+		// One size at a time, counting this process's CPU time (user and
+		// system) meanwhile: the Go server is all this process does while
+		// tritonclient calls it, so that is the server's whole share of each
+		// call, an upper bound on what any change to the server could save.
+		serverUser, serverSys := map[int]time.Duration{}, map[int]time.Duration{}
+		for _, size := range sizes {
+			u0, s0 := processCPU()
+			if err := peer(&t, "tritonclient → Go server", "triton", addr, "echo_FP32", "x_FP32", plan([]int{size})...); err != nil {
+				fail(err)
+			}
+			u1, s1 := processCPU()
+			calls := time.Duration(reps[size] + 2)
+			serverUser[size], serverSys[size] = (u1-u0)/calls, (s1-s0)/calls
+		}
+		// tritonclient's own work for one call, with no network: copying the
+		// array in, building the request, serializing it, parsing a response
+		// and as_numpy.
+		clientParts, err := tritonParts(addr)
 		if err != nil {
 			fail(err)
 		}
-		t.add(floorRow, size, d)
-	}
-	// memcpy of the same bytes (both ways, as each call moves the tensor
-	// there and back), timed over enough copies to be above the clock's
-	// resolution.
-	for _, size := range sizes {
-		src, dst := dlpack.AlignedSlice[byte](size), dlpack.AlignedSlice[byte](size)
-		copy(dst, src)
-		loops := max(1, (64<<20)/size)
-		var times []time.Duration
-		for range reps[size] + 2 {
-			t0 := time.Now()
-			for range loops {
-				copy(dst, src)
-				copy(src, dst)
+
+		if err := goClient(&t, "Go client → Go server", c, "echo_FP32", "x_FP32", nil); err != nil {
+			fail(err)
+		}
+		regions, err := newRegions(c)
+		if err != nil {
+			fail(err)
+		}
+		cleanup = append(cleanup, regions.close)
+		if err := goClient(&t, "Go client → Go server, shared memory", c, "echo_FP32", "x_FP32", regions); err != nil {
+			fail(err)
+		}
+
+		// The loopback floor: the same bytes there and back over one TCP
+		// connection on 127.0.0.1, with no protocol at all (the kernel's
+		// copies and TCP alone), which no gRPC call can beat.
+		for _, size := range sizes {
+			d, err := tcpEcho(size, reps[size])
+			if err != nil {
+				fail(err)
 			}
-			times = append(times, time.Since(t0)/time.Duration(loops))
+			t.add(floorRow, size, d)
 		}
-		t.add(memcpyRow, size, median(times[2:]))
+		// memcpy of the same bytes (both ways, as each call moves the tensor
+		// there and back), timed over enough copies to be above the clock's
+		// resolution.
+		for _, size := range sizes {
+			src, dst := dlpack.AlignedSlice[byte](size), dlpack.AlignedSlice[byte](size)
+			copy(dst, src)
+			loops := max(1, (64<<20)/size)
+			var times []time.Duration
+			for range reps[size] + 2 {
+				t0 := time.Now()
+				for range loops {
+					copy(dst, src)
+					copy(src, dst)
+				}
+				times = append(times, time.Since(t0)/time.Duration(loops))
+			}
+			t.add(memcpyRow, size, median(times[2:]))
+		}
+
+		var b strings.Builder
+		t.write(&b, "FP32 tensor there and back, median of single calls")
+		ratio := func(a, bRow string, s int) float64 { return float64(t.rows[bRow][s]) / float64(t.rows[a][s]) }
+		best := func(s int) string {
+			if t.rows["kserve client → kserve server"][s] < t.rows["tritonclient → kserve server"][s] {
+				return "kserve client → kserve server"
+			}
+			return "tritonclient → kserve server"
+		}
+		fmt.Fprintf(&b, "\nGo → Go against the best Python → Python pair: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 10×).\n",
+			ratio("Go client → Go server", best(1<<20), 1<<20), ratio("Go client → Go server", best(64<<20), 64<<20))
+		fmt.Fprintf(&b, "Go → Go against the TCP floor: %.1f× the floor's time at 1 MiB, %.1f× at 64 MiB; 10× the best Python pair would be %.1f× the floor at 1 MiB.\n",
+			ratio(floorRow, "Go client → Go server", 1<<20), ratio(floorRow, "Go client → Go server", 64<<20),
+			ratio(floorRow, best(1<<20), 1<<20)/10)
+		fmt.Fprintf(&b, "tritonclient against the Go server and against kserve's: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 2×).\n",
+			ratio("tritonclient → Go server", "tritonclient → kserve server", 1<<20), ratio("tritonclient → Go server", "tritonclient → kserve server", 64<<20))
+		bound := func(s int, saved time.Duration) float64 {
+			return float64(t.rows["tritonclient → kserve server"][s]) / float64(t.rows["tritonclient → Go server"][s]-saved)
+		}
+		us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+		fmt.Fprintf(&b, "The Go server's own CPU time per tritonclient call: %v in user space and %v in the kernel at 1 MiB, %v and %v at 64 MiB.\n",
+			us(serverUser[1<<20]), us(serverSys[1<<20]), us(serverUser[64<<20]), us(serverSys[64<<20]))
+		fmt.Fprintf(&b, "Were its user-space time nothing (a server whose only cost is the kernel's socket work), tritonclient would be at most %.1f× as fast against it at 1 MiB and %.1f× at 64 MiB; were all its time nothing, %.1f× and %.1f×.\n",
+			bound(1<<20, serverUser[1<<20]), bound(64<<20, serverUser[64<<20]),
+			bound(1<<20, serverUser[1<<20]+serverSys[1<<20]), bound(64<<20, serverUser[64<<20]+serverSys[64<<20]))
+		for _, s := range []int{1 << 20, 64 << 20} {
+			p := clientParts[s]
+			fmt.Fprintf(&b, "tritonclient's own work per call at %d MiB, with no network: %v (copying the array in %v, building the request %v, serializing it %v, parsing the response %v, as_numpy %v).\n",
+				s>>20, us(p[0]), us(p[1]), us(p[2]), us(p[3]), us(p[4]), us(p[5]))
+		}
+		fmt.Fprintf(&b, "tritonclient's own work plus the TCP floor, what any server over TCP leaves it: %v at 1 MiB, %v at 64 MiB; against kserve's server that is at most %.1f× and %.1f× (goal ≥ 2×).\n",
+			us(clientParts[1<<20][0]+t.rows[floorRow][1<<20]), us(clientParts[64<<20][0]+t.rows[floorRow][64<<20]),
+			float64(t.rows["tritonclient → kserve server"][1<<20])/float64(clientParts[1<<20][0]+t.rows[floorRow][1<<20]),
+			float64(t.rows["tritonclient → kserve server"][64<<20])/float64(clientParts[64<<20][0]+t.rows[floorRow][64<<20]))
+		fmt.Fprintf(&b, "Go → Go over shared memory against memcpy at 64 MiB: %.1f× the time (goal ≤ 2×).\n",
+			float64(t.rows["Go client → Go server, shared memory"][64<<20])/float64(t.rows[memcpyRow][64<<20]))
+		fmt.Print(b.String())
 	}
 
-	var b strings.Builder
-	t.write(&b, "FP32 tensor there and back, median of single calls")
-	ratio := func(a, bRow string, s int) float64 { return float64(t.rows[bRow][s]) / float64(t.rows[a][s]) }
-	best := func(s int) string {
-		if t.rows["kserve client → kserve server"][s] < t.rows["tritonclient → kserve server"][s] {
-			return "kserve client → kserve server"
+	if on["rest"] {
+		if err := compareREST(s, c, kbase); err != nil {
+			fail(err)
 		}
-		return "tritonclient → kserve server"
 	}
-	fmt.Fprintf(&b, "\nGo → Go against the best Python → Python pair: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 10×).\n",
-		ratio("Go client → Go server", best(1<<20), 1<<20), ratio("Go client → Go server", best(64<<20), 64<<20))
-	fmt.Fprintf(&b, "Go → Go against the TCP floor: %.1f× the floor's time at 1 MiB, %.1f× at 64 MiB; 10× the best Python pair would be %.1f× the floor at 1 MiB.\n",
-		ratio(floorRow, "Go client → Go server", 1<<20), ratio(floorRow, "Go client → Go server", 64<<20),
-		ratio(floorRow, best(1<<20), 1<<20)/10)
-	fmt.Fprintf(&b, "tritonclient against the Go server and against kserve's: %.1f× at 1 MiB, %.1f× at 64 MiB (goal ≥ 2×).\n",
-		ratio("tritonclient → Go server", "tritonclient → kserve server", 1<<20), ratio("tritonclient → Go server", "tritonclient → kserve server", 64<<20))
-	bound := func(s int, saved time.Duration) float64 {
-		return float64(t.rows["tritonclient → kserve server"][s]) / float64(t.rows["tritonclient → Go server"][s]-saved)
-	}
-	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-	fmt.Fprintf(&b, "The Go server's own CPU time per tritonclient call: %v in user space and %v in the kernel at 1 MiB, %v and %v at 64 MiB.\n",
-		us(serverUser[1<<20]), us(serverSys[1<<20]), us(serverUser[64<<20]), us(serverSys[64<<20]))
-	fmt.Fprintf(&b, "Were its user-space time nothing (a server whose only cost is the kernel's socket work), tritonclient would be at most %.1f× as fast against it at 1 MiB and %.1f× at 64 MiB; were all its time nothing, %.1f× and %.1f×.\n",
-		bound(1<<20, serverUser[1<<20]), bound(64<<20, serverUser[64<<20]),
-		bound(1<<20, serverUser[1<<20]+serverSys[1<<20]), bound(64<<20, serverUser[64<<20]+serverSys[64<<20]))
-	for _, s := range []int{1 << 20, 64 << 20} {
-		p := clientParts[s]
-		fmt.Fprintf(&b, "tritonclient's own work per call at %d MiB, with no network: %v (copying the array in %v, building the request %v, serializing it %v, parsing the response %v, as_numpy %v).\n",
-			s>>20, us(p[0]), us(p[1]), us(p[2]), us(p[3]), us(p[4]), us(p[5]))
-	}
-	fmt.Fprintf(&b, "tritonclient's own work plus the TCP floor, what any server over TCP leaves it: %v at 1 MiB, %v at 64 MiB; against kserve's server that is at most %.1f× and %.1f× (goal ≥ 2×).\n",
-		us(clientParts[1<<20][0]+t.rows[floorRow][1<<20]), us(clientParts[64<<20][0]+t.rows[floorRow][64<<20]),
-		float64(t.rows["tritonclient → kserve server"][1<<20])/float64(clientParts[1<<20][0]+t.rows[floorRow][1<<20]),
-		float64(t.rows["tritonclient → kserve server"][64<<20])/float64(clientParts[64<<20][0]+t.rows[floorRow][64<<20]))
-	fmt.Fprintf(&b, "Go → Go over shared memory against memcpy at 64 MiB: %.1f× the time (goal ≤ 2×).\n",
-		float64(t.rows["Go client → Go server, shared memory"][64<<20])/float64(t.rows[memcpyRow][64<<20]))
-	fmt.Print(b.String())
-
-	if err := compareREST(s, c, kbase); err != nil {
-		fail(err)
-	}
-	if err := compareStream(s, addr); err != nil {
-		fail(err)
+	if on["stream"] {
+		if err := compareStream(); err != nil {
+			fail(err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,16 +19,24 @@ import (
 // compareStream is the streaming table: the cost of one response of a
 // request answered by 1,000 responses of 16 bytes (the flood model), for
 // each pair of client and server: ours and tritonclient
-// (bench_stream.py), our server (s, at addr) and a Python grpcio server
-// on tritonclient's definitions (stream_server.py). The pairs take
-// turns, round after round, so that a noisy machine slows them alike;
-// each round's figure is the median of its requests, and the table gives
-// the median of the rounds.
-func compareStream(s *dloip.Server, addr string) error {
+// (bench_stream.py), our server (with the zero Options) and a Python
+// grpcio server on tritonclient's definitions (stream_server.py). The
+// pairs take turns, round after round, so that a noisy machine slows
+// them alike; each round's figure is the median of its requests, and the
+// table gives the median of the rounds.
+func compareStream() error {
 	const rounds, requests = 7, 10
+	s := dloip.NewServer(dloip.Options{})
 	if err := s.RegisterStream(floodModel()); err != nil {
 		return err
 	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go s.Serve(lis)
+	defer s.Shutdown()
+	addr := lis.Addr().String()
 	pyAddr, stop, err := startStreamServer()
 	if err != nil {
 		return err
