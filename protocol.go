@@ -2,7 +2,6 @@ package dlpack
 
 import (
 	"strconv"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -237,53 +236,7 @@ func releaseOwner(o any) {
 	r.ReleaseTensor()
 }
 
-// ---- Buffer and Foreign as Sources ----------------------------------------
-
-// bufferRef is one reference to a Buffer's memory, held by a described
-// export and dropped by its release. It is pointer-shaped, so storing it
-// in Description.Owner allocates nothing.
-type bufferRef struct{ ctl unsafe.Pointer }
-
-func (r bufferRef) ReleaseTensor() {
-	if atomic.AddInt64(&(*bufctl)(r.ctl).refs, -1) == 0 {
-		cFree(r.ctl)
-	}
-}
-
-// DescribeTensor implements Source: the buffer's memory, compact, with a
-// reference that keeps it alive after Close until the last consumer.
-func (b *Buffer[T]) DescribeTensor(d *Description) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.ctl == nil {
-		return ErrClosed
-	}
-	atomic.AddInt64(&(*bufctl)(b.ctl).refs, 1)
-	var z T
-	d.Data = unsafe.Add(b.ctl, bufferDataOffset)
-	d.Size = uintptr(len(b.data)) * unsafe.Sizeof(z)
-	d.DType = DataTypeOf[T]()
-	d.Shape = b.shape
-	d.Owner = bufferRef{ctl: b.ctl}
-	return nil
-}
-
-// DLPackDevice implements Producer: the CPU.
-func (b *Buffer[T]) DLPackDevice() Device { return CPUDevice }
-
-// DLPack implements Producer. A request the buffer can share as it is
-// (no copy asked for, the CPU, no stream) gets the buffer's own export,
-// whose deleter is pure C; every other request goes through Produce.
-func (b *Buffer[T]) DLPack(req Request) (Managed, error) {
-	shareAsIs := (req.Copy == CopyIfNeeded || req.Copy == CopyNever) &&
-		(req.Device == Device{} || req.Device == CPUDevice) &&
-		(!req.HasStream || req.Stream == -1)
-	if !shareAsIs {
-		return Produce(b, req)
-	}
-	p, err := b.export(nil, nil, req.IsLegacy())
-	return managedOf(p, req.IsLegacy()), err
-}
+// ---- Foreign as a Source ---------------------------------------------------
 
 // DescribeTensor implements Source, which makes a Foreign re-exportable:
 // an imported tensor handed on to other consumers (C, Python, Rust, Go)
