@@ -26,7 +26,7 @@ import (
 //	xs, err := dlpack.Slice[float32](t)
 type Foreign struct {
 	s   *foreignState
-	own *owner // owned imports: the object whose cleanup is the safety net
+	own *owner // owned imports: the owner, a slab's or its own, whose cleanup is the safety net (owner.go)
 	gen uint32
 }
 
@@ -216,14 +216,6 @@ func (f Foreign) DLPackDevice() Device { return f.Device() }
 // DLPack implements Producer through Produce: the tensor handed on.
 func (f Foreign) DLPack(req Request) (Managed, error) { return Produce(f, req) }
 
-// owner is what every copy of an owned import's Foreign (and every View of
-// it) refers to: when it becomes unreachable with the tensor still open,
-// its cleanup releases the tensor. It is small on purpose, because it is
-// the only per-import allocation besides the cleanup's own two; the state
-// itself is pooled. 16 bytes keeps it out of the tiny allocator, whose
-// objects may never be cleaned up.
-type owner struct{ _ [2]uintptr }
-
 // foreignState is the state behind Foreign handles, pooled and reused by
 // imports of both kinds: closing or ending a scope moves its generation on,
 // so stale handles read as closed.
@@ -238,7 +230,9 @@ type foreignState struct {
 	st      atomic.Uint64
 	self    uintptr // the managed struct
 	deleter uintptr
-	cleanup runtime.Cleanup // owned imports: the safety net
+	cleanup runtime.Cleanup // owned imports with an owner of their own: its cleanup
+	ledger  *slabLedger     // owned imports with a slab's owner: the slab's ledger, until Close
+	slot    uint8           // ... and their entry in it
 	hostOK  bool            // CPU views allowed (CPU, or host memory with AllowHostMemory)
 
 	c       checked
@@ -357,7 +351,12 @@ func takeState() *foreignState {
 // dropRefs drops the state's references out of itself (to an export of
 // ours that came back), so that an idle state keeps nothing alive.
 func (s *foreignState) dropRefs() {
-	s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
+	if s.goBase != nil || s.goBlock != nil || s.owner != nil {
+		s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
+	}
+	if s.ledger != nil {
+		s.ledger = nil
+	}
 	s.owned, s.native, s.releases, s.cleanup = false, false, false, runtime.Cleanup{}
 }
 
@@ -375,7 +374,11 @@ func (s *foreignState) claim(gen uint32) bool {
 // of a re-export.
 func (s *foreignState) closeOwned(gen uint32) {
 	if s.claim(gen) {
-		s.cleanup.Stop() // a no-op for the zero Cleanup of a Go-to-Go import without one
+		if s.ledger != nil {
+			s.leaveLedger()
+		} else {
+			s.cleanup.Stop() // a no-op for the zero Cleanup of a Go-to-Go import without a safety net
+		}
 		s.drop()
 	}
 }

@@ -2,7 +2,6 @@ package dlpack
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/godlpack/dlpack/internal/nilcheck"
@@ -137,8 +136,7 @@ func fromSource(src Source, req *Request, opts []ImportOption) (Foreign, error) 
 	own := nativeOwner
 	if _, ok := o.(Releaser); ok {
 		s.releases = true
-		own = new(owner)
-		s.cleanup = runtime.AddCleanup(own, releaseLeaked, leakArg{s, gen})
+		own = ownOwner(s, gen)
 	}
 	return Foreign{s: s, own: own, gen: gen}, nil
 }

@@ -1,7 +1,6 @@
 package dlpack
 
 import (
-	"runtime"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -65,7 +64,9 @@ func RequireContiguous() ImportOption { return ImportOption{kind: importContiguo
 //
 // On success the caller owns the returned Foreign and should Close it; a
 // Foreign that becomes unreachable unclosed is released by a cleanup and
-// counted in Stats.LeakedImports.
+// counted in Stats.LeakedImports, once the Foreigns of the imports that
+// share its cleanup (at most 64, made around it, mostly on the same
+// goroutine) are unreachable too.
 func Import(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
 	return importOwned(p, false, opts)
 }
@@ -77,23 +78,6 @@ func ImportLegacy(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
 	return importOwned(p, true, opts)
 }
 
-// leakArg is what the cleanup of an owned import needs: the state and the
-// generation it was imported as. It must not refer to the owner, or the
-// owner would never become unreachable (the state does not).
-type leakArg struct {
-	s   *foreignState
-	gen uint32
-}
-
-// releaseLeaked is the safety net: the owner of an import that was never
-// closed has become unreachable.
-func releaseLeaked(a leakArg) {
-	if a.s.claim(a.gen) {
-		leakedImports.Add(1)
-		a.s.drop()
-	}
-}
-
 func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, error) {
 	s := takeState()
 	if err := s.load(p, legacy, opts); err != nil {
@@ -101,9 +85,13 @@ func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, e
 		return Foreign{}, err
 	}
 	gen := s.gen()
-	o := new(owner)
-	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
 	s.owned = true
+	var o *owner
+	if s.goRec == nil {
+		o = slabOwner(s, gen) // a C tensor: the state refers to nothing of the caller's
+	} else {
+		o = ownOwner(s, gen) // an export of ours: its record keeps the caller's Owner
+	}
 	return Foreign{s: s, own: o, gen: gen}, nil
 }
 
@@ -304,7 +292,11 @@ func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) 
 		return err
 	}
 	s.self = uintptr(p)
-	s.holds.Store(1)
+	// No handle to the state exists yet, and its last holder let go of it
+	// before it was recycled: nothing else can read holds now, so a plain
+	// store does (an atomic one is a locked exchange on amd64, measurably
+	// part of Import + Close).
+	*(*int32)(unsafe.Pointer(&s.holds)) = 1
 	return nil
 }
 
