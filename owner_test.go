@@ -126,11 +126,20 @@ func TestRetiringStops(t *testing.T) {
 	f, err := Import(f32Tensor().Ptr)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	assert.True(t, retiring.Load(), "armed by the slab the import took")
-	require.True(t, collectUntil(func() bool { return !retiring.Load() }), "stopped")
-	for i := range slabCursors {
-		assert.Nil(t, slabCursors[i].p.Load(), "cursor %d emptied", i)
+	idle := func() bool {
+		for i := range slabCursors {
+			if slabCursors[i].p.Load() != nil {
+				return false
+			}
+		}
+		return !retiring.Load()
 	}
+	require.True(t, collectUntil(idle), "the cursors emptied and the retirement stopped")
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(10 * time.Millisecond)
+	assert.True(t, idle(), "and it stays stopped")
 }
 
 // TestOwnOwnerForGoExports: an export of this package imported back gets
