@@ -13,8 +13,9 @@ import (
 )
 
 // TestHotPathAllocations pins the allocation counts the performance
-// targets promise: export + release and the scoped import allocate
-// nothing, the owned import at most 3 times (the owner and its cleanup).
+// targets promise: export + release, the scoped import and the owned
+// import of a C tensor allocate nothing (the owned import's safety net
+// allocates once every 64 imports, less than once per import).
 // A change that makes a stack array escape shows up here, not only in a
 // benchmark nobody reruns.
 func TestHotPathAllocations(t *testing.T) {
@@ -44,7 +45,9 @@ func TestHotPathAllocations(t *testing.T) {
 		}
 		f.Close()
 	})
-	assert.LessOrEqual(t, owned, 3.0, "Import + Close")
+	// A slab, its ledger and its cleanup once every 64 imports: less than
+	// one allocation per import.
+	assert.Zero(t, owned, "Import + Close")
 
 	// 1024 outstanding at once, released on a C-created thread: the
 	// records must all come back to the exporter for reuse.

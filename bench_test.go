@@ -3,7 +3,6 @@
 package dlpack_test
 
 import (
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -380,28 +379,3 @@ func BenchmarkProtocolProduce(b *testing.B) {
 		cshim.BenchConsume(m.Pointer())
 	}
 }
-
-// BenchmarkSafetyNet: what the owned import's safety net costs in Go's
-// runtime alone, as Import and Close use it: a 16-byte owner, a
-// runtime.AddCleanup on it with a (pointer, generation) argument, and the
-// Cleanup's Stop. Import + Close less this is the owned import without
-// its guarantee that an import nobody closes is released.
-func BenchmarkSafetyNet(b *testing.B) {
-	b.ReportAllocs()
-	state := new(int)
-	for b.Loop() {
-		o := new(netOwner)
-		c := runtime.AddCleanup(o, netFired, netArg{state, 1})
-		c.Stop()
-		runtime.KeepAlive(o)
-	}
-}
-
-type netOwner struct{ _ [2]uintptr }
-
-type netArg struct {
-	p   *int
-	gen uint32
-}
-
-func netFired(a netArg) { panic("a stopped cleanup ran") }

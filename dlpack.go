@@ -16,6 +16,7 @@ package dlpack
 import (
 	"strconv"
 	"structs"
+	"unsafe"
 )
 
 // The DLPack ABI version this package implements and exports.
@@ -143,4 +144,28 @@ func (f Flags) String() string {
 // String returns "major.minor".
 func (v Version) String() string {
 	return strconv.FormatUint(uint64(v.Major), 10) + "." + strconv.FormatUint(uint64(v.Minor), 10)
+}
+
+// Close calls m's deleter, if it has one, with m: what a holder of the
+// tensor that does not hand it on does, such as the caller of Export
+// whose C consumer refused it. Close at most once, and never after handing
+// m to a consumer (which then owns it): the deleter frees the struct. For
+// a tensor this package exported, a second call is refused and counted
+// (Stats.BadReleases) as long as the struct was not reused by a later
+// export. A nil m is a no-op. It returns nil (a deleter reports nothing);
+// the error is there so that every owner closes the same way (io.Closer).
+func (m *ManagedTensorVersioned) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
+}
+
+// Close calls m's deleter, if it has one, with m: ManagedTensorVersioned's
+// Close for the legacy struct, with the same rules.
+func (m *ManagedTensor) Close() error {
+	if m != nil {
+		callDeleter(m.Deleter, uintptr(unsafe.Pointer(m)))
+	}
+	return nil
 }

@@ -346,3 +346,22 @@ func dataTypeOf[T Element]() DataType {
 	}
 	panic(fmt.Sprintf("dlpack: DataTypeOf: unreachable type %T", (*T)(nil)))
 }
+
+// Alignment returns the byte alignment a consumer may assume for the first
+// element of a tensor of type d (and so, elements being whole multiples of
+// it apart, for every element): the size of one scalar (one lane; half a
+// complex number, as C's _Alignof(double _Complex) is _Alignof(double)),
+// reduced to the largest power of two that divides it, and capped at 8,
+// the largest alignment of any C or Go scalar type DLPack carries. Sub-byte
+// types need 1.
+func (d DataType) Alignment() int {
+	bits := int(d.Bits)
+	if d.Code == CodeComplex {
+		bits /= 2
+	}
+	if bits%8 != 0 || bits == 0 {
+		return 1
+	}
+	s := bits / 8
+	return min(s&-s, 8)
+}

@@ -1,8 +1,8 @@
 package dlpack
 
 import (
+	"fmt"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -26,17 +26,195 @@ import (
 //	xs, err := dlpack.Slice[float32](t)
 type Foreign struct {
 	s   *foreignState
-	own *owner // owned imports: the object whose cleanup is the safety net
+	own *owner // owned imports: the owner, a slab's or its own, whose cleanup is the safety net (owner.go)
 	gen uint32
 }
 
-// owner is what every copy of an owned import's Foreign (and every View of
-// it) refers to: when it becomes unreachable with the tensor still open,
-// its cleanup releases the tensor. It is small on purpose, because it is
-// the only per-import allocation besides the cleanup's own two; the state
-// itself is pooled. 16 bytes keeps it out of the tiny allocator, whose
-// objects may never be cleaned up.
-type owner struct{ _ [2]uintptr }
+// live returns the state if the handle is open, else nil.
+func (f Foreign) live() *foreignState {
+	s := f.s
+	if s == nil || s.st.Load() != uint64(f.gen)<<2|stOpen {
+		return nil
+	}
+	return s
+}
+
+// Close releases the tensor: the producer's deleter is called exactly once,
+// whichever copy of the handle, goroutine or cleanup gets there first.
+// Close is idempotent and always returns nil; slices and views of the data
+// must not be used afterwards.
+func (f Foreign) Close() error {
+	switch s := f.s; {
+	case s == nil:
+	case f.own != nil:
+		s.closeOwned(f.gen)
+		runtime.KeepAlive(f.own) // no cleanup while Close runs
+	default:
+		s.closeScoped(f.gen)
+	}
+	return nil
+}
+
+// closedInfo is what the accessors of a closed Foreign read: zero values.
+var closedInfo checked
+
+// info returns the validated description while the tensor is open, and
+// closedInfo (never written) afterwards.
+func (f Foreign) info() *checked {
+	if s := f.live(); s != nil {
+		return &s.c
+	}
+	return &closedInfo
+}
+
+// Err returns nil while the tensor is open and ErrClosed afterwards.
+func (f Foreign) Err() error {
+	if f.live() == nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Closed reports whether the tensor has been released.
+func (f Foreign) Closed() bool { return f.live() == nil }
+
+// NDim returns the number of dimensions.
+func (f Foreign) NDim() int { return f.info().ndim }
+
+// Shape returns a copy of the shape (nil once closed).
+func (f Foreign) Shape() []int64 { return cloneOpen(f.info().shape, f) }
+
+// Strides returns a copy of the strides, in elements (nil once closed).
+// They are always filled, also for tensors sent with NULL strides (compact
+// row-major).
+func (f Foreign) Strides() []int64 { return cloneOpen(f.info().strides, f) }
+
+func cloneOpen(v []int64, f Foreign) []int64 {
+	if f.Closed() {
+		return nil
+	}
+	return clone(v)
+}
+
+// Dim returns the size of dimension i; it panics if i is out of range of
+// an open tensor's dimensions.
+func (f Foreign) Dim(i int) int64 {
+	if c := f.info(); c != &closedInfo {
+		return c.shape[i]
+	}
+	return 0
+}
+
+// Stride returns the stride of dimension i in elements; it panics if i is
+// out of range of an open tensor's dimensions.
+func (f Foreign) Stride(i int) int64 {
+	if c := f.info(); c != &closedInfo {
+		return c.strides[i]
+	}
+	return 0
+}
+
+// Len returns the number of elements.
+func (f Foreign) Len() int64 { return f.info().numel }
+
+// DataType returns the element type.
+func (f Foreign) DataType() DataType { return f.info().dtype }
+
+// Device returns where the data lives.
+func (f Foreign) Device() Device { return f.info().device }
+
+// Flags returns the producer's flags (0 for legacy tensors).
+func (f Foreign) Flags() Flags { return f.info().flags }
+
+// Version returns the producer's DLPack version (0.0 for legacy tensors).
+func (f Foreign) Version() Version { return f.info().version }
+
+// Legacy reports whether the tensor came as a pre-1.0 DLManagedTensor.
+func (f Foreign) Legacy() bool { return f.info().legacy }
+
+// ByteOffset returns the producer's byte_offset (already applied by every
+// view and by DataAddr).
+func (f Foreign) ByteOffset() uint64 { return f.info().offset }
+
+// DataAddr returns the address of the first element (data + byte_offset),
+// which for device tensors is a device address; 0 if data is NULL.
+func (f Foreign) DataAddr() uintptr { return f.info().data }
+
+// NBytes returns the bytes a compact buffer of this tensor would take
+// (packed for sub-byte types unless FlagSubbyteTypePadded).
+func (f Foreign) NBytes() int64 {
+	c := f.info()
+	n, _ := c.dtype.StorageBytes(c.numel, c.flags&FlagSubbyteTypePadded != 0)
+	return n
+}
+
+// IsContiguous reports whether the tensor is compact row-major (strides of
+// size-1 dimensions do not matter).
+func (f Foreign) IsContiguous() bool { return f.info().contiguous }
+
+// Writable reports whether views may write: not read-only, and for legacy
+// tensors only with AssumeWritable.
+func (f Foreign) Writable() bool { return f.info().writable }
+
+// IsCopied reports FlagIsCopied: the producer made this copy for us alone.
+func (f Foreign) IsCopied() bool { return f.Flags()&FlagIsCopied != 0 }
+
+// String describes the tensor, such as "float32[2 3] cpu strides [3 1]".
+func (f Foreign) String() string {
+	s := f.live()
+	if s == nil {
+		return "dlpack.Foreign(closed)"
+	}
+	str := fmt.Sprintf("%v%v %v strides %v", s.c.dtype, s.c.shape, s.c.device, s.c.strides)
+	if !s.c.writable {
+		str += " read-only"
+	}
+	return str
+}
+
+// DescribeTensor implements Source, which makes a Foreign re-exportable:
+// an imported tensor handed on to other consumers (C, Python, Rust, Go)
+// without a copy. The Foreign and each consumer hold the tensor; the
+// original producer's deleter runs exactly once, after Close and the last
+// consumer's release, in whatever order they come. Only owned imports
+// (Import, From) can be handed on: a borrowed one (Borrow, BorrowBatch)
+// ends with its scope, and is refused with ErrBorrowed.
+func (f Foreign) DescribeTensor(d *Description) error {
+	s := f.live()
+	if s == nil {
+		return ErrClosed
+	}
+	if !s.owned {
+		return fieldErr(ErrBorrowed, "Foreign", "borrowed", "a scoped import ends with its scope; use Import to hand a tensor on")
+	}
+	if !s.hold(f.gen) {
+		return ErrClosed
+	}
+	c := &s.c
+	d.DType, d.Device, d.Shape, d.Strides = c.dtype, c.device, c.shape, c.strides
+	d.ReadOnly = !c.writable
+	d.Owner = s
+	if c.numel == 0 {
+		return nil
+	}
+	lo, hi, _ := c.byteSpan(c.dtype, c.flags&FlagSubbyteTypePadded != 0)
+	d.Size, d.ByteOffset = uintptr(hi-lo), uint64(-lo)
+	switch {
+	case s.goBase != nil:
+		d.Data = unsafe.Add(s.goBase, int(s.goOff)+int(lo))
+	case c.device.Type == CPU || s.hostOK:
+		d.Data = unsafe.Add(*(*unsafe.Pointer)(unsafe.Pointer(&c.data)), lo)
+	default:
+		d.Addr = c.data + uintptr(lo)
+	}
+	return nil
+}
+
+// DLPackDevice implements Producer: the tensor's device.
+func (f Foreign) DLPackDevice() Device { return f.Device() }
+
+// DLPack implements Producer through Produce: the tensor handed on.
+func (f Foreign) DLPack(req Request) (Managed, error) { return Produce(f, req) }
 
 // foreignState is the state behind Foreign handles, pooled and reused by
 // imports of both kinds: closing or ending a scope moves its generation on,
@@ -52,7 +230,9 @@ type foreignState struct {
 	st      atomic.Uint64
 	self    uintptr // the managed struct
 	deleter uintptr
-	cleanup runtime.Cleanup // owned imports: the safety net
+	cleanup runtime.Cleanup // owned imports with an owner of their own: its cleanup
+	ledger  *slabLedger     // owned imports with a slab's owner: the slab's ledger, until Close
+	slot    uint8           // ... and their entry in it
 	hostOK  bool            // CPU views allowed (CPU, or host memory with AllowHostMemory)
 
 	c       checked
@@ -78,106 +258,6 @@ type foreignState struct {
 	desc     Description // scratch for the Source's DescribeTensor
 }
 
-type importKind uint8
-
-const (
-	importAssumeWritable importKind = iota + 1
-	importHostMemory
-	importDataType
-	importNDim
-	importDevice
-	importWritable
-	importContiguous
-)
-
-// ImportOption states an assumption or a requirement of an import. A tensor
-// that fails a requirement is released and the error wraps ErrRequirement.
-// The zero value does nothing.
-type ImportOption struct {
-	kind importKind
-	dt   DataType
-	n    int
-	dev  Device
-}
-
-// AssumeWritable lets legacy tensors, which carry no read-only flag, be
-// viewed writable. Without it they are read-only (NumPy's rule). It has no
-// effect on versioned tensors, whose flag decides.
-func AssumeWritable() ImportOption { return ImportOption{kind: importAssumeWritable} }
-
-// AllowHostMemory allows CPU views of host-accessible device memory
-// (CUDAHost, ROCMHost, TPUHost, CUDAManaged). Without it only CPU tensors can be
-// viewed from Go. The caller is responsible for stream synchronisation.
-func AllowHostMemory() ImportOption { return ImportOption{kind: importHostMemory} }
-
-// RequireDataType requires the tensor's data type to be dt.
-func RequireDataType(dt DataType) ImportOption { return ImportOption{kind: importDataType, dt: dt} }
-
-// RequireNDim requires the tensor to have n dimensions.
-func RequireNDim(n int) ImportOption { return ImportOption{kind: importNDim, n: n} }
-
-// RequireDevice requires the tensor to live on d.
-func RequireDevice(d Device) ImportOption { return ImportOption{kind: importDevice, dev: d} }
-
-// RequireWritable requires a tensor that may be written (not read-only; for
-// legacy tensors, AssumeWritable must also be given).
-func RequireWritable() ImportOption { return ImportOption{kind: importWritable} }
-
-// RequireContiguous requires a compact row-major tensor.
-func RequireContiguous() ImportOption { return ImportOption{kind: importContiguous} }
-
-// Import takes ownership of a DLManagedTensorVersioned at p and validates it.
-//
-// The major version is checked before any other field is read. On any error
-// the tensor is released at once (its deleter called, unless NULL) and the
-// error wraps a sentinel (ErrVersion, ErrShape, ErrDataType, ...) and names
-// the field and value; the caller must not touch p again either way. A nil
-// p returns ErrNilPointer.
-//
-// On success the caller owns the returned Foreign and should Close it; a
-// Foreign that becomes unreachable unclosed is released by a cleanup and
-// counted in Stats.LeakedImports.
-func Import(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
-	return importOwned(p, false, opts)
-}
-
-// ImportLegacy is Import for a pre-1.0 DLManagedTensor. It has no version
-// and no flags: NULL strides mean compact row-major, and the data is
-// read-only unless AssumeWritable is given.
-func ImportLegacy(p unsafe.Pointer, opts ...ImportOption) (Foreign, error) {
-	return importOwned(p, true, opts)
-}
-
-// leakArg is what the cleanup of an owned import needs: the state and the
-// generation it was imported as. It must not refer to the owner, or the
-// owner would never become unreachable (the state does not).
-type leakArg struct {
-	s   *foreignState
-	gen uint32
-}
-
-// releaseLeaked is the safety net: the owner of an import that was never
-// closed has become unreachable.
-func releaseLeaked(a leakArg) {
-	if a.s.claim(a.gen) {
-		leakedImports.Add(1)
-		a.s.drop()
-	}
-}
-
-func importOwned(p unsafe.Pointer, legacy bool, opts []ImportOption) (Foreign, error) {
-	s := takeState()
-	if err := s.load(p, legacy, opts); err != nil {
-		s.recycle()
-		return Foreign{}, err
-	}
-	gen := s.gen()
-	o := new(owner)
-	s.cleanup = runtime.AddCleanup(o, releaseLeaked, leakArg{s, gen})
-	s.owned = true
-	return Foreign{s: s, own: o, gen: gen}, nil
-}
-
 // statePool holds the states of imports (behind spareStates). A pooled state's word already
 // reads its next generation as open, so an import's only atomic
 // read-modify-write is the CAS that ends it.
@@ -187,158 +267,6 @@ func newState() *foreignState {
 	s := new(foreignState)
 	s.st.Store(stOpen)
 	return s
-}
-
-// Borrow imports the DLManagedTensorVersioned at p for the duration of fn:
-// it validates the tensor like Import, calls fn, and releases the tensor
-// when fn returns (or panics). It allocates nothing and registers no
-// cleanup, which makes it the fastest way to consume a tensor.
-//
-// The Foreign passed to fn, and every slice or view made from it, is valid
-// only until fn returns; afterwards the handle reads as closed. fn may
-// Close it early. On a validation error fn is not called, the tensor is
-// released, and the error is returned; otherwise Borrow returns fn's error.
-func Borrow(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
-	return borrow(p, false, fn, opts)
-}
-
-// BorrowLegacy is Borrow for a pre-1.0 DLManagedTensor.
-func BorrowLegacy(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
-	return borrow(p, true, fn, opts)
-}
-
-func borrow(p unsafe.Pointer, legacy bool, fn func(Foreign) error, opts []ImportOption) error {
-	s := takeState()
-	if err := s.load(p, legacy, opts); err != nil {
-		s.recycle() // load released the tensor, and no handle to it exists
-		return err
-	}
-	defer s.endScope()
-	return fn(Foreign{s: s, gen: s.gen()})
-}
-
-// BorrowTensor views the bare DLTensor at p (a borrowed DLTensor*, with
-// no manager and no deleter, as TVM-style packed calls and the DLPack 1.3
-// exchange API's dltensor_from_py_object_no_sync pass one) for the
-// duration of fn: it checks every field as Import does, calls fn, and ends
-// the view when fn returns (or panics). Nothing is released: the tensor
-// stays its lender's, who must keep it (struct, shape, strides and data)
-// valid until fn returns. It allocates nothing.
-//
-// A DLTensor carries no version and no flags, so the view reads as a
-// legacy tensor does: read-only unless AssumeWritable is given (the
-// lender's word that writing is allowed), NULL strides meaning compact
-// row-major, Legacy reporting true. The Foreign passed to fn, and every
-// slice or view made from it, is valid only until fn returns, and cannot
-// be handed on (ErrBorrowed, as for Borrow). On a validation error fn is
-// not called and the error is returned; otherwise BorrowTensor returns
-// fn's error.
-func BorrowTensor(p unsafe.Pointer, fn func(Foreign) error, opts ...ImportOption) error {
-	s := takeState()
-	if err := s.loadTensor(p, opts); err != nil {
-		s.recycle()
-		return err
-	}
-	defer s.endScope()
-	return fn(Foreign{s: s, gen: s.gen()})
-}
-
-// BorrowBatch is Borrow for many tensors at once: it takes over every
-// DLManagedTensorVersioned in ps, validates each like Import, sets fs[i] to
-// the handle of ps[i], calls fn(fs[:len(ps)]), and when fn returns (or
-// panics) releases every tensor fn did not Close, calling the producers'
-// deleters in one crossing into C instead of one each. It allocates
-// nothing. With a C producer that hands over many tensors per call, it is
-// the cheapest way to consume them.
-//
-// fs is the caller's storage for the handles; BorrowBatch panics, before
-// taking anything over, if it is shorter than ps. The handles, and every
-// slice or view made from them, are valid only until fn returns;
-// afterwards they read as closed. ps must not name the same tensor twice.
-//
-// If any tensor fails validation, fn is not called, every tensor in ps is
-// released (those after the bad one unread, by their deleter fields), and
-// the error names the index as ps[i] in its field.
-func BorrowBatch(ps []unsafe.Pointer, fs []Foreign, fn func([]Foreign) error, opts ...ImportOption) error {
-	return borrowBatch(ps, fs, false, fn, opts)
-}
-
-// BorrowBatchLegacy is BorrowBatch for pre-1.0 DLManagedTensors.
-func BorrowBatchLegacy(ps []unsafe.Pointer, fs []Foreign, fn func([]Foreign) error, opts ...ImportOption) error {
-	return borrowBatch(ps, fs, true, fn, opts)
-}
-
-// batch is the pooled bookkeeping of a BorrowBatch. It keeps its own
-// import states for reuse by its next batch: taking 64 states from
-// statePool and putting them back costs more than validating them.
-type batch struct {
-	states     []*foreignState // the first n serve a batch of n tensors
-	fns, selfs []uintptr
-}
-
-var batchPool = sync.Pool{New: func() any { return new(batch) }}
-
-func borrowBatch(ps []unsafe.Pointer, fs []Foreign, legacy bool, fn func([]Foreign) error, opts []ImportOption) error {
-	if len(fs) < len(ps) {
-		panic("dlpack: BorrowBatch needs len(fs) >= len(ps), got " + strconv.Itoa(len(fs)) + " < " + strconv.Itoa(len(ps)))
-	}
-	b := batchPool.Get().(*batch)
-	for len(b.states) < len(ps) {
-		b.states = append(b.states, newState())
-	}
-	for i, p := range ps {
-		s := b.states[i]
-		if err := s.load(p, legacy, opts); err != nil {
-			s.dropRefs()
-			b.end(i)
-			releaseUnread(ps[i+1:], legacy)
-			return prefixed(err, "ps["+strconv.Itoa(i)+"].")
-		}
-		fs[i] = Foreign{s: s, gen: s.gen()}
-	}
-	defer b.end(len(ps))
-	return fn(fs[:len(ps)])
-}
-
-// end ends the scope of the batch's first n tensors: what fn did not
-// close is released, C deleters all in one call; then the batch goes back
-// to its pool.
-func (b *batch) end(n int) {
-	for _, s := range b.states[:n] {
-		if !s.endClaim() {
-			continue
-		}
-		if s.goBlock != nil {
-			releaseGoBlock(s.goBlock, s.goRec)
-		} else {
-			b.fns = append(b.fns, s.deleter)
-			b.selfs = append(b.selfs, s.self)
-		}
-	}
-	callDeleters(b.fns, b.selfs)
-	for _, s := range b.states[:n] {
-		s.dropRefs()
-	}
-	b.fns, b.selfs = b.fns[:0], b.selfs[:0]
-	batchPool.Put(b)
-}
-
-// releaseUnread releases tensors that were handed over but not validated,
-// through the deleter field alone (at the same place in every major
-// version of DLManagedTensorVersioned, and in DLManagedTensor).
-func releaseUnread(ps []unsafe.Pointer, legacy bool) {
-	var fns, selfs []uintptr
-	for _, p := range ps {
-		if p == nil {
-			continue
-		}
-		d := (*ManagedTensorVersioned)(p).Deleter
-		if legacy {
-			d = (*ManagedTensor)(p).Deleter
-		}
-		fns, selfs = append(fns, d), append(selfs, uintptr(p))
-	}
-	callDeleters(fns, selfs)
 }
 
 const (
@@ -423,7 +351,12 @@ func takeState() *foreignState {
 // dropRefs drops the state's references out of itself (to an export of
 // ours that came back), so that an idle state keeps nothing alive.
 func (s *foreignState) dropRefs() {
-	s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
+	if s.goBase != nil || s.goBlock != nil || s.owner != nil {
+		s.goBase, s.goBlock, s.goRec, s.owner = nil, nil, nil, nil
+	}
+	if s.ledger != nil {
+		s.ledger = nil
+	}
 	s.owned, s.native, s.releases, s.cleanup = false, false, false, runtime.Cleanup{}
 }
 
@@ -441,7 +374,11 @@ func (s *foreignState) claim(gen uint32) bool {
 // of a re-export.
 func (s *foreignState) closeOwned(gen uint32) {
 	if s.claim(gen) {
-		s.cleanup.Stop() // a no-op for the zero Cleanup of a Go-to-Go import without one
+		if s.ledger != nil {
+			s.leaveLedger()
+		} else {
+			s.cleanup.Stop() // a no-op for the zero Cleanup of a Go-to-Go import without a safety net
+		}
 		s.drop()
 	}
 }
@@ -475,159 +412,36 @@ func (s *foreignState) releaseClaimed() {
 	runtime.KeepAlive(s)
 }
 
-// load validates the managed tensor at p and takes ownership of it; on
-// error it has already released it.
-func (s *foreignState) load(p unsafe.Pointer, legacy bool, opts []ImportOption) error {
-	if p == nil {
-		return fieldErr(ErrNilPointer, "managed tensor", "NULL", "")
-	}
-	if !cgoEnabled {
-		return ErrCgoRequired
-	}
-	var (
-		t       *Tensor
-		version Version
-		flags   Flags
-	)
-	if legacy {
-		m := (*ManagedTensor)(p)
-		s.deleter, t = m.Deleter, &m.DLTensor
-	} else {
-		m := (*ManagedTensorVersioned)(p)
-		s.deleter = m.Deleter
-		// The major version decides the layout of everything after flags.
-		if v := m.Version; v.Major != MajorVersion {
-			// Build the error before the deleter frees the struct.
-			err := fieldErr(ErrVersion, "version.major", v.Major, "this package reads major version 1 (tensor is "+v.String()+")")
-			callDeleter(s.deleter, uintptr(p))
-			return err
+// ReleaseTensor drops a consumer's hold on an imported tensor (see
+// Foreign.DescribeTensor).
+func (s *foreignState) ReleaseTensor() { s.drop() }
+
+// hold adds a consumer's hold to an owned import while its handle of
+// generation gen is open.
+func (s *foreignState) hold(gen uint32) bool {
+	// Never from zero: a state with no holds is released or pooled, and
+	// a stale handle racing with the last release must not revive it.
+	for {
+		h := s.holds.Load()
+		if h <= 0 {
+			return false
 		}
-		version, flags, t = m.Version, m.Flags, &m.DLTensor
-	}
-	dims := s.dims[:]
-	if n := int(t.NDim); n > len(s.dims)/2 && n <= MaxNDim {
-		if cap(s.extra) < 2*n {
-			s.extra = make([]int64, 2*n)
+		if s.holds.CompareAndSwap(h, h+1) {
+			break
 		}
-		dims = s.extra
 	}
-	err := checkTensor(&s.c, t, version, flags, legacy, dims)
-	if err == nil {
-		err = s.settle(p, legacy, opts)
+	if s.st.Load() != uint64(gen)<<2|stOpen {
+		s.drop()
+		return false
 	}
-	if err != nil {
-		callDeleter(s.deleter, uintptr(p))
-		return err
-	}
-	s.self = uintptr(p)
-	s.holds.Store(1)
-	return nil
+	return true
 }
 
-// loadTensor validates the bare DLTensor at p, which has no deleter: the
-// state's release does nothing.
-func (s *foreignState) loadTensor(p unsafe.Pointer, opts []ImportOption) error {
-	if p == nil {
-		return fieldErr(ErrNilPointer, "DLTensor", "NULL", "")
+// drop removes one hold (the Go handle's, at Close, or a consumer's); the
+// last one releases the tensor and recycles the state.
+func (s *foreignState) drop() {
+	if s.holds.Add(-1) == 0 {
+		s.releaseClaimed()
+		s.recycle()
 	}
-	if !cgoEnabled {
-		return ErrCgoRequired
-	}
-	t := (*Tensor)(p)
-	dims := s.dims[:]
-	if n := int(t.NDim); n > len(s.dims)/2 && n <= MaxNDim {
-		if cap(s.extra) < 2*n {
-			s.extra = make([]int64, 2*n)
-		}
-		dims = s.extra
-	}
-	s.deleter = 0
-	if err := checkTensor(&s.c, t, Version{}, 0, true, dims); err != nil {
-		return err
-	}
-	if err := s.settle(p, true, opts); err != nil {
-		return err
-	}
-	s.self = uintptr(p)
-	s.holds.Store(1)
-	return nil
-}
-
-// settle applies the options and recognises this package's own exports.
-func (s *foreignState) settle(p unsafe.Pointer, legacy bool, opts []ImportOption) error {
-	c := &s.c
-	c.writable = c.flags&FlagReadOnly == 0
-	if legacy {
-		c.writable = hasOption(opts, importAssumeWritable)
-	}
-	s.hostOK = c.device.Type == CPU || (hasOption(opts, importHostMemory) && c.device.Type.HostAccessible())
-	for _, o := range opts {
-		switch o.kind {
-		case importDataType:
-			if c.dtype != o.dt {
-				return fieldErr(ErrRequirement, "dl_tensor.dtype", c.dtype, "required "+o.dt.String())
-			}
-		case importNDim:
-			if c.ndim != o.n {
-				return fieldErr(ErrRequirement, "dl_tensor.ndim", c.ndim, "required "+strconv.Itoa(o.n))
-			}
-		case importDevice:
-			if c.device != o.dev {
-				return fieldErr(ErrRequirement, "dl_tensor.device", c.device, "required "+o.dev.String())
-			}
-		case importWritable:
-			if !c.writable {
-				why := "tensor is read-only"
-				if legacy {
-					why = "legacy tensors are read-only unless AssumeWritable is given"
-				}
-				return fieldErr(ErrRequirement, "flags", c.flags, why)
-			}
-		case importContiguous:
-			if !c.contiguous {
-				return fieldErr(ErrRequirement, "dl_tensor.strides", clone(c.strides), "required compact row-major")
-			}
-		}
-	}
-	if s.deleter != 0 && (s.deleter == deleterGoVersioned || s.deleter == deleterGoLegacy) {
-		return s.adoptGoExport(p)
-	}
-	return nil
-}
-
-// adoptGoExport handles a Go-memory export of this package coming back.
-// Views must be derived from the pinned Go object itself, not from its
-// address, because turning an integer back into a Go pointer is invalid
-// (checkptr rejects it). And the release can be done in Go, without
-// calling the C deleter that would call back into Go.
-func (s *foreignState) adoptGoExport(p unsafe.Pointer) error {
-	pre := (*prefix)(unsafe.Add(p, -int(unsafe.Sizeof(prefix{}))))
-	var rec *exportRecord
-	if pre.magic == magicGo {
-		rec, _ = lookupExport(uintptr(pre.handle), pre.gen)
-	}
-	if rec == nil || (rec.base == nil && s.c.numel > 0 && s.c.device.Type == CPU) {
-		return fieldErr(ErrCorrupt, "manager_ctx", uintptr(pre.handle), "names no live Go export of this package")
-	}
-	s.goBlock, s.goRec = unsafe.Pointer(pre), rec
-	c := &s.c
-	if c.numel == 0 || rec.base == nil {
-		return nil // empty, or device memory: no Go views
-	}
-	lo, hi, _ := c.byteSpan(c.dtype, false)
-	start := uintptr(rec.base)
-	if int64(c.data-start) < -lo || c.data-start+uintptr(hi) > rec.size {
-		return fieldErr(ErrCorrupt, "dl_tensor.data", c.data, "outside the exported Go memory")
-	}
-	s.goBase, s.goOff = rec.base, c.data-start
-	return nil
-}
-
-func hasOption(opts []ImportOption, k importKind) bool {
-	for _, o := range opts {
-		if o.kind == k {
-			return true
-		}
-	}
-	return false
 }
