@@ -273,36 +273,6 @@ func TestSilentReplica(t *testing.T) {
 	t.Logf("no replica left: %v", err)
 }
 
-// hostileRounds is how many hostile messages each heap test sends; the
-// bounds are dloip's (heap_test.go there).
-const (
-	hostileRounds = 10000
-	perMessage    = 4 << 20
-	peakHeap      = 64 << 20
-	kept          = 8 << 20
-)
-
-func heapRun(t *testing.T, send func(i int) error) {
-	var h dlgrpctest.Heap
-	before := h.Live()
-	var most, peak uint64
-	for i := range hostileRounds {
-		a := h.Allocated()
-		if err := send(i); err != nil {
-			t.Fatalf("round %d: %v", i, err)
-		}
-		most = max(most, h.Allocated()-a)
-		peak = max(peak, h.Objects())
-	}
-	after := h.Live()
-	t.Logf("%d hostile messages: at most %d KiB allocated for one, heap peak %.1f MiB, live %.1f MiB before and %.1f MiB after",
-		hostileRounds, most>>10, float64(peak)/(1<<20), float64(before)/(1<<20), float64(after)/(1<<20))
-	if most > perMessage || peak > peakHeap || after > before+kept {
-		t.Fatalf("bounds: %d bytes for one message (at most %d), peak %d (at most %d), %d kept (at most %d)",
-			most, perMessage, peak, peakHeap, int64(after)-int64(before), kept)
-	}
-}
-
 // 10,000 hostile DoPuts against a server with the zero Options, and
 // 10,000 hostile answers to a client with the zero ClientOptions: each
 // gets its status or error, within the heap bounds.
@@ -312,7 +282,7 @@ func TestHostileHeap(t *testing.T) {
 		conn := dlgrpctest.Dial(t, addr)
 		cases := hostilePuts(t)
 		ctx := ctxT(t)
-		heapRun(t, func(i int) error {
+		dlgrpctest.HeapRun(t, func(i int) error {
 			tc := cases[i%len(cases)]
 			_, err := dlgrpctest.Stream(ctx, conn, methodDoPut, tc.msgs...)
 			if status.Code(err) != tc.code {
@@ -326,7 +296,7 @@ func TestHostileHeap(t *testing.T) {
 		var next atomic.Int32
 		c := dial(t, serveHostile(t, cases, &next), ClientOptions{})
 		ctx := ctxT(t)
-		heapRun(t, func(i int) error {
+		dlgrpctest.HeapRun(t, func(i int) error {
 			k := i % len(cases)
 			next.Store(int32(k))
 			if _, err := c.Get(ctx, "x"); !errors.Is(err, cases[k].is) {

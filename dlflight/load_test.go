@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +28,11 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("still %s after 10 s", what)
+	// what every goroutine is doing, so that a failure here says what
+	// still holds on
+	var stacks strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+	t.Fatalf("still %s after 10 s; the goroutines:\n%s", what, stacks.String())
 }
 
 // TestDisconnect: a client that goes away in the middle of a DoGet or a

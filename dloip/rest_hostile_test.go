@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/godlpack/dlpack/dlgrpc/dlgrpctest"
 )
 
 // restHostile is a REST request, as bytes on the wire, that lies to a
@@ -167,7 +169,7 @@ func TestRESTHostileRequestsHeap(t *testing.T) {
 	_, base := serveREST(t, Options{Logger: quiet}, echoModel("m", TensorMetadata{Name: "a", Datatype: "FP32", Shape: []int64{-1}}), dynamicEcho())
 	addr := strings.TrimPrefix(base, "http://")
 	cases := hostileRESTRequests()
-	heapRun(t, func(i int) error {
+	dlgrpctest.HeapRun(t, func(i int) error {
 		tc := cases[i%len(cases)]
 		resp, body, err := sendREST(addr, tc.wire, tc.cut)
 		if err != nil {
@@ -264,7 +266,7 @@ func TestRESTHostileResponsesHeap(t *testing.T) {
 	base := hostileRESTServer(t, func(w http.ResponseWriter) { cases[next.Load()].h(w) })
 	c := dialREST(t, base, ClientOptions{})
 	ctx := ctxT(t)
-	heapRun(t, func(i int) error {
+	dlgrpctest.HeapRun(t, func(i int) error {
 		k := i % len(cases)
 		next.Store(int32(k))
 		_, err := c.Infer(ctx, &InferRequest{Model: "m"})

@@ -212,7 +212,7 @@ func TestHostileStreamRequestsHeap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	heapRun(t, func(i int) error {
+	dlgrpctest.HeapRun(t, func(i int) error {
 		tc := cases[i%len(cases)]
 		if endsStream(tc.parts) {
 			_, err := dlgrpctest.Stream(ctx, conn, methodStreamInfer, tc.wire)
@@ -251,7 +251,7 @@ func TestHostileStreamResponsesHeap(t *testing.T) {
 	})
 	c := dial(t, addr, ClientOptions{})
 	ctx := ctxT(t)
-	heapRun(t, func(i int) error {
+	dlgrpctest.HeapRun(t, func(i int) error {
 		k := i % len(cases)
 		next.Store(int32(k))
 		s, err := c.InferStream(ctx)
