@@ -199,7 +199,8 @@
 // protocol's wire format or a limit ends the stream with its status.
 // Shutdown answers a request that comes on a stream once it has begun
 // with codes.Unavailable, lets the running ones finish, and then ends
-// the streams still open. An output asked for in a shared-memory region
+// the streams still open with codes.Unavailable, each after the
+// responses it sent (gRPC sends them before the status). An output asked for in a shared-memory region
 // is written there for each response, as for ModelInfer.
 //
 // Client.InferStream opens a Stream (Send, Recv, CloseSend, Close), on

@@ -35,6 +35,10 @@ type Server struct {
 	closed  bool
 	// work: what runs, for Shutdown
 	work work
+	// ending is closed by Shutdown once no request runs: a stream
+	// waiting for its next request then ends (stream.go)
+	ending     chan struct{}
+	endingOnce sync.Once
 	// rest: the REST binding (rest.go).
 	rest restState
 }
@@ -90,7 +94,7 @@ func NewServer(opts Options) *Server {
 	if opts.MaxStreamRequests <= 0 {
 		opts.MaxStreamRequests = DefaultMaxStreamRequests
 	}
-	s := &Server{models: map[string]*served{}, regions: map[string]*region{}}
+	s := &Server{models: map[string]*served{}, regions: map[string]*region{}, ending: make(chan struct{})}
 	s.srv = dlgrpc.NewServer("dloip", opts.shared(), DefaultMaxMessageBytes, 0)
 	// the shared options, their defaults filled in
 	so := s.srv.Options()
@@ -191,8 +195,9 @@ func (s *Server) Serve(lis net.Listener) error { return s.srv.Serve(lis) }
 // unmapped once no tensor uses it). A stream stays open as long as its
 // client keeps it: a request that comes on one once Shutdown has begun is
 // answered codes.Unavailable, and once no request runs, on a stream or
-// not, the streams still open are ended (their connections closed, which
-// ends any other call on them too).
+// not, the streams still open are ended with codes.Unavailable, each
+// after the responses it has sent (a stream that still cannot end after
+// shutdownGrace has its connection closed).
 func (s *Server) Shutdown() {
 	s.mu.Lock()
 	s.closed = true
@@ -210,8 +215,17 @@ func (s *Server) Shutdown() {
 			if !s.work.idleStreams() {
 				continue
 			}
-			s.srv.Stop()
-			<-stopped
+			// The streams waiting for their next request end, so that
+			// gRPC sends what they queued, then their status, and
+			// GracefulStop returns; one that cannot (a client that does
+			// not read what was sent) has its connection closed.
+			s.endingOnce.Do(func() { close(s.ending) })
+			select {
+			case <-stopped:
+			case <-time.After(shutdownGrace):
+				s.srv.Stop()
+				<-stopped
+			}
 		}
 		tick.Stop()
 		break
@@ -224,6 +238,10 @@ func (s *Server) Shutdown() {
 		r.drop()
 	}
 }
+
+// shutdownGrace bounds how long Shutdown waits for the streams it ends
+// to send what they queued.
+const shutdownGrace = 10 * time.Second
 
 // model finds a model the caller may use for op, at version ("" for
 // any).

@@ -108,6 +108,29 @@ func (s *Server) serveStream(ss grpc.ServerStream) error {
 			}
 		}
 	}
+	// The requests are read on a goroutine of their own, each only when
+	// the loop asks for it (a stream with no room is read no further),
+	// so that the loop can stop waiting for the next one when Shutdown
+	// ends the stream: the handler returns, and gRPC sends what the
+	// stream queued, then its status. A request read once the handler
+	// has returned is freed there.
+	asks, got, handlerDone := make(chan *inInfer), make(chan error), make(chan struct{})
+	defer close(handlerDone)
+	defer close(asks)
+	go func() {
+		for in := range asks {
+			rerr := ss.RecvMsg(in)
+			select {
+			case got <- rerr:
+			case <-handlerDone:
+				in.freeRest()
+				return
+			}
+			if rerr != nil {
+				return
+			}
+		}
+	}()
 	// Requests to a Model answer in the order they came, as Triton's
 	// do: each waits for the turn of the one before.
 	turn := make(chan struct{})
@@ -120,7 +143,19 @@ func (s *Server) serveStream(ss grpc.ServerStream) error {
 			break
 		}
 		in := newInInfer(new(pb.ModelInferRequest), fieldRawInput, s.opts.Allocator, s.opts.MaxTensorBytes)
-		if rerr := ss.RecvMsg(in); rerr != nil {
+		asks <- in
+		var rerr error
+		select {
+		case rerr = <-got:
+		case <-s.ending:
+			// no request runs, here or on any other call
+			leave()
+			err = status.Error(codes.Unavailable, "dloip: the server is shutting down")
+		}
+		if err != nil {
+			break
+		}
+		if rerr != nil {
 			leave()
 			if !errors.Is(rerr, io.EOF) {
 				err = rerr
