@@ -195,3 +195,83 @@ func ExampleRegion() {
 	fmt.Println(out)
 	// Output: [1 2 3 4]
 }
+
+// A token stream: a StreamModel (Triton's decoupled models, an LLM
+// streaming its tokens) sends each response as it makes it and returns
+// the last; Client.Responses iterates over them up to the final one, on
+// Triton's ModelStreamInfer (tritonclient's start_stream calls it too).
+func ExampleClient_Responses() {
+	meta := dloip.ModelMetadata{Name: "count",
+		Inputs:  []dloip.TensorMetadata{{Name: "prompt", Datatype: dloip.BYTES, Shape: []int64{1}}},
+		Outputs: []dloip.TensorMetadata{{Name: "token", Datatype: dloip.BYTES, Shape: []int64{1}}}}
+	s := dloip.NewServer(dloip.Options{})
+	s.RegisterStream(dloip.StreamFunc(meta, func(ctx context.Context, req *dloip.Request, send func([]dloip.Output) error) ([]dloip.Output, error) {
+		prompt := string(req.Input("prompt").Elements()[0])
+		for i := range 3 {
+			// send blocks while the client does not read: a slow reader
+			// slows the model down
+			if err := send([]dloip.Output{{Name: "token", Tensor: dloip.Strings(fmt.Sprintf("%s %d", prompt, i))}}); err != nil {
+				return nil, err
+			}
+		}
+		return []dloip.Output{{Name: "token", Tensor: dloip.Strings("done")}}, nil // the final response
+	}))
+	addr, stop := serve(s)
+	defer stop()
+
+	c, _ := dloip.Dial(addr, dloip.ClientOptions{})
+	defer c.Close()
+	req := &dloip.InferRequest{Model: "count", Inputs: []dloip.Input{{Name: "prompt", Tensor: dloip.Strings("tick")}}}
+	for resp, err := range c.Responses(context.Background(), req) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(string(resp.Output("token").Elements()[0]), resp.Final)
+		resp.Close()
+	}
+	// Output:
+	// tick 0 false
+	// tick 1 false
+	// tick 2 false
+	// done true
+}
+
+// The same Server over the protocol's REST binding (what curl, kserve's
+// InferenceRESTClient and tritonclient.http speak), and a RESTClient
+// calling it: tensors go as Triton's binary data by default, or as JSON
+// values (WithJSON).
+func ExampleDialREST() {
+	s := dloip.NewServer(dloip.Options{})
+	s.Register(dloip.ModelFunc(dloip.ModelMetadata{Name: "echo", Dynamic: true},
+		func(_ context.Context, req *dloip.Request) ([]dloip.Output, error) {
+			return []dloip.Output{{Name: "y", Tensor: req.Input("x")}}, nil
+		}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go s.ServeREST(lis) // with Options.TLS set, HTTPS
+	defer s.Shutdown()
+
+	c, err := dloip.DialREST("http://"+lis.Addr().String(), dloip.ClientOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	x := dlpack.NewArray([]float32{1, 2.5, -3}, []int64{3})
+	for _, rc := range []*dloip.RESTClient{c, c.WithJSON()} {
+		resp, err := rc.Infer(context.Background(), &dloip.InferRequest{Model: "echo", Inputs: []dloip.Input{{Name: "x", Tensor: x}}})
+		if err != nil {
+			panic(err)
+		}
+		y := resp.Output("y")
+		f, _ := dlpack.From(y)
+		ys, _ := dlpack.ReadOnlySlice[float32](f)
+		fmt.Println(y.Datatype(), y.Shape(), ys)
+		f.Close()
+		resp.Close()
+	}
+	// Output:
+	// FP32 [3] [1 2.5 -3]
+	// FP32 [3] [1 2.5 -3]
+}
