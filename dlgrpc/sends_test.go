@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
+	"runtime/pprof"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,8 +143,11 @@ func TestWatchSends(t *testing.T) {
 	start := time.Now()
 	for ended.Load() == 0 || s.Held() != 0 {
 		if time.Since(start) > 20*stall+10*time.Second {
-			t.Fatalf("after %v the stalled stream still runs (%d ended, %d buffers held)", time.Since(start), ended.Load(), s.Held())
+			t.Fatalf("after %v the stalled stream still runs (%d ended, %d buffers held); the goroutines:\n%s", time.Since(start), ended.Load(), s.Held(), goroutines())
 		}
+		// the buffers gRPC dropped with the cut connection are found by
+		// a collection
+		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
 	n := released.Load()
@@ -161,8 +167,9 @@ func TestWatchSends(t *testing.T) {
 	start = time.Now()
 	for ended.Load() == 0 || released.Load() != 1 {
 		if time.Since(start) > 20*stall+10*time.Second {
-			t.Fatalf("after %v the stream whose message is not read still runs (%d ended, %d released)", time.Since(start), ended.Load(), released.Load())
+			t.Fatalf("after %v the stream whose message is not read still runs (%d ended, %d released); the goroutines:\n%s", time.Since(start), ended.Load(), released.Load(), goroutines())
 		}
+		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("cut %v after the reader stopped, the handler waiting", time.Since(start).Round(time.Millisecond))
@@ -191,4 +198,12 @@ func TestTakePlace(t *testing.T) {
 	if len(s.calls) != 0 {
 		t.Fatalf("%d places still taken", len(s.calls))
 	}
+}
+
+// goroutines is every goroutine's stack: what a test that waits in vain
+// prints, so that its failure says what still holds on.
+func goroutines() string {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return b.String()
 }
