@@ -158,26 +158,38 @@ func (h *Hold) count(d int) {
 // it: h gains a reference that gRPC drops when it frees the buffer.
 func keepBuffer(p []byte, h *Hold) mem.Buffer {
 	h.add()
-	k := &kept{h: h}
+	id := keptIDs.Add(1)
+	keptHolds.Store(id, h)
 	data := &p
-	runtime.AddCleanup(data, func(k *kept) { k.Put(nil) }, k)
-	return mem.NewBuffer(data, k)
+	runtime.AddCleanup(data, dropKept, id)
+	return mem.NewBuffer(data, kept(id))
+}
+
+// The references of keepBuffers, by number. The buffer's pool (kept)
+// and its cleanup know its reference by its number only: were the
+// cleanup's argument the Hold, the cleanup could reach the buffer
+// through it (its release, and whatever that keeps: a service, its
+// gRPC connections, their queued buffers), and a buffer gRPC lost would
+// never be collected.
+var (
+	keptIDs   atomic.Uint64
+	keptHolds sync.Map // id -> *Hold
+)
+
+// dropKept drops the reference of keepBuffer id, the first time only.
+func dropKept(id uint64) {
+	if h, ok := keptHolds.LoadAndDelete(id); ok {
+		h.(*Hold).done()
+	}
 }
 
 // kept is the mem.BufferPool of one keepBuffer: putting it back drops
 // the reference, once.
-type kept struct {
-	h    *Hold
-	done atomic.Bool
-}
+type kept uint64
 
-func (k *kept) Get(int) *[]byte { panic("dlgrpc: kept.Get") }
+func (kept) Get(int) *[]byte { panic("dlgrpc: kept.Get") }
 
-func (k *kept) Put(*[]byte) {
-	if k.done.CompareAndSwap(false, true) {
-		k.h.done()
-	}
-}
+func (k kept) Put(*[]byte) { dropKept(uint64(k)) }
 
 // Once drops a Hold's reference exactly once: by Drop, or by a cleanup
 // should its owner (a response gRPC never marshalled) become unreachable
