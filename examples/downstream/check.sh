@@ -32,7 +32,8 @@ mkdir "$tmp/downstream"
 cd "$tmp/downstream"
 $GO mod edit -require="github.com/godlpack/dlpack@$version" -replace="github.com/godlpack/dlpack=$tmp/dlpack"
 if [ "$which" = flight ]; then
-	$GO mod edit -require="github.com/godlpack/dlpack/dlflight@$version" -replace="github.com/godlpack/dlpack/dlflight=$tmp/dlpack/dlflight"
+	$GO mod edit -require="github.com/godlpack/dlpack/dlflight@$version" -replace="github.com/godlpack/dlpack/dlflight=$tmp/dlpack/dlflight" \
+		-replace="github.com/godlpack/dlpack/dlgrpc=$tmp/dlpack/dlgrpc"
 fi
 
 echo "-- go mod tidy changes nothing; the module graph holds only what it needs"
