@@ -145,6 +145,16 @@ func releasedN(r *testTensor, n int32) bool {
 	return r.released.Load() == n
 }
 
+// countN waits (collecting garbage) until c reaches n and reports
+// whether it did: a server releases what it sent after its send
+// returns, which may be after the client read the response.
+func countN(c *atomic.Int32, n int32) bool {
+	for i := 0; c.Load() != n && i < 200; i++ {
+		gcWait()
+	}
+	return c.Load() == n
+}
+
 // dynamicEcho is "echo", a Dynamic model that answers every input, of
 // any name, datatype and shape, as an output of the same name.
 func dynamicEcho() Model { return ModelFunc(ModelMetadata{Name: "echo", Dynamic: true}, echo) }
