@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -87,7 +88,17 @@ func (c countingCreds) ClientHandshake(ctx context.Context, authority string, ra
 	if err != nil {
 		return nil, nil, err
 	}
-	return countingConn{Conn: conn, n: c.n}, info, nil
+	return c.wrap(conn, info)
+}
+
+// wrap is conn counted, its socket offered to gRPC when conn is a bare
+// one.
+func (c countingCreds) wrap(conn net.Conn, info credentials.AuthInfo) (net.Conn, credentials.AuthInfo, error) {
+	cc := countingConn{Conn: conn, n: c.n}
+	if r := newRawReader(conn); r != nil {
+		return readyCountingConn{cc, r}, info, nil
+	}
+	return cc, info, nil
 }
 
 func (c countingCreds) Clone() credentials.TransportCredentials {
@@ -103,6 +114,21 @@ func (c countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// readyCountingConn is a countingConn whose socket gRPC may read when it
+// is readable (rawReader).
+type readyCountingConn struct {
+	countingConn
+	r *rawReader
+}
+
+// ReadOnReady is what gRPC's transport reads a connection with when the
+// connection offers it; it counts what it read.
+func (c readyCountingConn) ReadOnReady(size int, pool mem.BufferPool) (*[]byte, int, error) {
+	buf, n, err := c.r.readOnReady(size, pool)
+	c.n.Add(int64(n))
+	return buf, n, err
 }
 
 // Options are the Conn's options, every default filled in.

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -382,7 +383,23 @@ func (l trackingListener) Accept() (net.Conn, error) {
 	l.c.mu.Lock()
 	l.c.m[tc.key] = tc
 	l.c.mu.Unlock()
+	if r := newRawReader(c); r != nil {
+		return readyConn{tc, r}, nil
+	}
 	return tc, nil
+}
+
+// readyConn is a trackedConn whose socket gRPC may read when it is
+// readable (rawReader).
+type readyConn struct {
+	*trackedConn
+	r *rawReader
+}
+
+// ReadOnReady is what gRPC's transport reads a connection with when the
+// connection offers it.
+func (c readyConn) ReadOnReady(size int, pool mem.BufferPool) (*[]byte, int, error) {
+	return c.r.readOnReady(size, pool)
 }
 
 type trackedConn struct {

@@ -1,0 +1,85 @@
+package dlgrpc
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+)
+
+// readyReader is the method gRPC's transport reads a connection with
+// when the connection offers it (its internal readyreader.Reader).
+type readyReader interface {
+	ReadOnReady(bufSize int, pool mem.BufferPool) (*[]byte, int, error)
+}
+
+// The server's and the client's connections offer gRPC their sockets to
+// read when readable, as a bare *net.TCPConn does: each read gives the
+// bytes sent, in a buffer of the pool, the client's counted; the peer's
+// close reads as io.EOF. A TLS connection offers nothing (its socket
+// holds ciphertext).
+func TestReadOnReady(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	tl := trackingListener{lis, &conns{m: map[string]net.Conn{}}}
+	peer, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tl.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var received atomic.Int64
+	client, _, err := countingCreds{TransportCredentials: nil, n: &received}.wrap(peer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	pool := mem.NewTieredBufferPool(64)
+	for _, tc := range []struct {
+		name     string
+		from, to net.Conn
+		counted  bool
+	}{{"server", client, c, false}, {"client", c, client, true}} {
+		rr, ok := tc.to.(readyReader)
+		if !ok {
+			t.Fatalf("%s: %T offers gRPC no ReadOnReady", tc.name, tc.to)
+		}
+		for _, msg := range []string{"hello", "a second message"} {
+			if _, err := tc.from.Write([]byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for len(got) < len(msg) {
+				buf, n, err := rr.ReadOnReady(64, pool)
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				got += string((*buf)[:n])
+				pool.Put(buf)
+			}
+			if got != msg {
+				t.Fatalf("%s: read %q, want %q", tc.name, got, msg)
+			}
+		}
+	}
+	if want := int64(len("hello") + len("a second message")); received.Load() != want {
+		t.Fatalf("the client counted %d bytes, want %d", received.Load(), want)
+	}
+	c.Close()
+	if _, _, err := client.(readyReader).ReadOnReady(64, pool); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the peer closed: %v, want io.EOF", err)
+	}
+	if rawConn(tls.Client(peer, &tls.Config{})) != nil {
+		t.Fatal("a TLS connection offered its socket")
+	}
+}
