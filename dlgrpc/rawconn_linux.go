@@ -72,11 +72,14 @@ func writeRaw(raw syscall.RawConn, p []byte, written *atomic.Int64) (int, error)
 type rawReader struct {
 	raw  syscall.RawConn
 	read func(fd uintptr) bool
-	size int
-	pool mem.BufferPool
-	buf  *[]byte
-	n    int
-	err  error
+	// reads counts the reads gRPC made through it (a test's proof that
+	// gRPC still asks for ReadOnReady)
+	reads atomic.Int64
+	size  int
+	pool  mem.BufferPool
+	buf   *[]byte
+	n     int
+	err   error
 }
 
 func newRawReader(c net.Conn) *rawReader {
@@ -86,8 +89,14 @@ func newRawReader(c net.Conn) *rawReader {
 	}
 	r := &rawReader{raw: raw}
 	r.read = r.readFD
+	if rawReaderMade != nil {
+		rawReaderMade(r)
+	}
 	return r
 }
+
+// rawReaderMade, when set (by a test), sees every rawReader made.
+var rawReaderMade func(*rawReader)
 
 func (r *rawReader) readFD(fd uintptr) bool {
 	r.buf = r.pool.Get(r.size)
@@ -109,6 +118,7 @@ func (r *rawReader) readFD(fd uintptr) bool {
 // bytes read, or an error (io.EOF when the peer closed).
 func (r *rawReader) readOnReady(size int, pool mem.BufferPool) (*[]byte, int, error) {
 	r.size, r.pool = size, pool
+	r.reads.Add(1)
 	err := r.raw.Read(r.read)
 	buf, n, rerr := r.buf, r.n, r.err
 	r.pool, r.buf, r.err = nil, nil, nil

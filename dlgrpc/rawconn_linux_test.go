@@ -1,14 +1,19 @@
 package dlgrpc
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // readyReader is the method gRPC's transport reads a connection with
@@ -81,5 +86,50 @@ func TestReadOnReady(t *testing.T) {
 	}
 	if rawConn(tls.Client(peer, &tls.Config{})) != nil {
 		t.Fatal("a TLS connection offered its socket")
+	}
+}
+
+// gRPC itself reads both ends of a call through ReadOnReady: its
+// transport asks a connection for that method by its shape, internal to
+// grpc-go, and a release that changed it would fall back to a buffered
+// reader (one copy more) without an error. This fails then.
+func TestGRPCReadsOnReady(t *testing.T) {
+	var mu sync.Mutex
+	var made []*rawReader
+	rawReaderMade = func(r *rawReader) {
+		mu.Lock()
+		made = append(made, r)
+		mu.Unlock()
+	}
+	defer func() { rawReaderMade = nil }()
+	_, addr, _, _ := sendsServer(t, ServerOptions{}, 1, false)
+	c, err := Dial("test", addr, ClientOptions{}, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := c.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/dlgrpctest.Sends/Send")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(new(emptypb.Empty)); err != nil {
+		t.Fatal(err)
+	}
+	var got sink
+	if err := cs.RecvMsg(&got); err != nil || got.n < 1<<20 {
+		t.Fatalf("received %d bytes: %v", got.n, err)
+	}
+	cs.CloseSend()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(made) != 2 {
+		t.Fatalf("%d connections offered ReadOnReady, want 2 (the server's and the client's)", len(made))
+	}
+	for i, r := range made {
+		if r.reads.Load() == 0 {
+			t.Fatalf("connection %d: gRPC never called ReadOnReady", i)
+		}
 	}
 }
