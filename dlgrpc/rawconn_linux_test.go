@@ -124,12 +124,15 @@ func TestGRPCReadsOnReady(t *testing.T) {
 	cs.CloseSend()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(made) != 2 {
-		t.Fatalf("%d connections offered ReadOnReady, want 2 (the server's and the client's)", len(made))
-	}
-	for i, r := range made {
-		if r.reads.Load() == 0 {
-			t.Fatalf("connection %d: gRPC never called ReadOnReady", i)
+	// the server's and the client's connections (and any other a
+	// stray client of an earlier test made meanwhile)
+	read := 0
+	for _, r := range made {
+		if r.reads.Load() > 0 {
+			read++
 		}
+	}
+	if len(made) < 2 || read < 2 {
+		t.Fatalf("%d connections offered ReadOnReady, gRPC called it on %d, want both ends of the call", len(made), read)
 	}
 }
