@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/godlpack/dlpack"
@@ -41,6 +42,10 @@ type Server struct {
 	endingOnce sync.Once
 	// rest: the REST binding (rest.go).
 	rest restState
+	// unsent: the bytes of ModelInfer answers gRPC holds, not yet
+	// written (their tensors' raw contents); at most
+	// MaxConcurrentCalls × MaxMessageBytes (response)
+	unsent atomic.Int64
 }
 
 // work counts the requests running (ModelInfer calls and requests on
@@ -505,7 +510,22 @@ func (s *Server) response(ctx context.Context, m *served, r *pb.ModelInferReques
 	if err != nil {
 		return nil, err
 	}
-	h := s.srv.NewHold(func() { closeTaken(held) })
+	// A call gives back its MaxConcurrentCalls place when it returns,
+	// before gRPC writes its answer: the answers a client does not read
+	// are bounded here instead, to what that many calls could hold.
+	var n int64
+	for _, b := range raws {
+		n += int64(len(b))
+	}
+	if limit := int64(s.opts.MaxConcurrentCalls) * int64(s.opts.MaxMessageBytes); s.unsent.Add(n) > limit && n > 0 {
+		s.unsent.Add(-n)
+		closeTaken(held)
+		return nil, fmt.Errorf("%w: the answers not yet written to their clients hold %d bytes, and this one's %d would pass MaxConcurrentCalls × MaxMessageBytes = %d", ErrLimit, s.unsent.Load(), n, limit)
+	}
+	h := s.srv.NewHold(func() {
+		s.unsent.Add(-n)
+		closeTaken(held)
+	})
 	out := newOutInfer(msg, fieldRawOutput, raws, mapped, h)
 	out.once = dlgrpc.DropOnce(h, out)
 	return out, nil
